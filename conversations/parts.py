@@ -1,0 +1,156 @@
+"""The raw part protocol: provider-neutral stream parts.
+
+Adapters (``providers/``) translate wire formats into these parts; the one EventBuilder
+(``conversations.builder``) turns them into events. Nothing here knows a provider or Django.
+
+A *block* is text that streams (assistant text or reasoning): ``BlockStart``, any number of
+``TextDelta`` and ``Citation`` parts in any order, then ``BlockEnd`` with the block's native
+payload. Everything else arrives whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RangeUnit = Literal["codepoint", "utf8", "utf16"]
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """A native provider artifact, kept verbatim for exact same-provider replay."""
+
+    provider: str
+    format: str
+    version: str
+    value: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "format": self.format,
+            "version": self.version,
+            "value": self.value,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStart:
+    """A provider response begins. ``model`` is the served model the response names."""
+
+    provider: str
+    model: str
+    response_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    key: str
+    kind: Literal["message", "reasoning"]
+    redacted: bool = False
+    # Redacted reasoning arrives whole: its opaque data lives only in the payload.
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    key: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """An attribution on a block.
+
+    ``start``/``end`` address the block's final text in ``unit``; the builder converts them to
+    code points and checks them against ``quote`` (the provider's own segment text) when given.
+    No range means the whole block is the cited span.
+    """
+
+    key: str
+    url: str
+    title: str = ""
+    excerpt: str = ""
+    start: int | None = None
+    end: int | None = None
+    unit: RangeUnit = "codepoint"
+    quote: str | None = None
+    replay: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEnd:
+    key: str
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """A hosted activity transition (a search or fetch the provider ran itself)."""
+
+    activity_id: str
+    name: str
+    state: Literal["started", "completed", "failed"]
+    input: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    # Sources the activity consulted, in provider order: [{"url": ..., "title": ...}].
+    sources: tuple[dict[str, str], ...] = ()
+    error_code: str = ""
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A client tool call the model asked the host to run."""
+
+    call_id: str
+    name: str
+    arguments: Any = None
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A block or item this version does not understand, kept whole."""
+
+    type: str
+    summary: str = ""
+    payload: Payload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Usage counters (diagnostics only, never stored in the event log)."""
+
+    counters: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseEnd:
+    """The response finished: the provider said why."""
+
+    end_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """The provider reported an error inside the stream; the turn fails."""
+
+    code: str
+    message: str = ""
+    payload: Payload | None = None
+
+
+Part = (
+    ResponseStart
+    | BlockStart
+    | TextDelta
+    | Citation
+    | BlockEnd
+    | Activity
+    | ToolCall
+    | Artifact
+    | Usage
+    | ResponseEnd
+    | StreamError
+)

@@ -1,0 +1,77 @@
+"""Shared test helpers: where the shared fixtures live, and how to read the recordings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("TURNSCOPE_SHARED", REPO.parent / "shared"))
+PROVIDER_FIXTURES = SHARED / "fixtures" / "providers"
+SECURITY_FIXTURES = SHARED / "fixtures" / "security"
+OPENWOP_FIXTURES = SHARED / "fixtures" / "openwop"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, or skip the test with the reason when it is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared fixture {path} is absent (tests read ../shared in place)")
+    return path
+
+
+def provider_fixture(provider: str, name: str) -> Path:
+    return shared_path("fixtures", "providers", provider, name)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One recorded provider response: the raw bytes as an ingest would receive them."""
+
+    raw: bytes
+    request: dict[str, Any] | None = None
+    api_version: str | None = None
+    url: str = ""
+
+
+def cassette_responses(path: Path) -> list[Recorded]:
+    """The responses of a VCR cassette, as raw wire bytes (SSE text or a JSON body)."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    out = []
+    for interaction in doc["interactions"]:
+        request = interaction.get("request", {})
+        response = interaction["response"]
+        body = response.get("body", {})
+        if isinstance(body, dict) and "string" in body and body["string"]:
+            raw = body["string"]
+            raw = raw.encode() if isinstance(raw, str) else raw
+        else:
+            raw = orjson.dumps(response["parsed_body"])
+        headers = {k.lower(): v for k, v in (request.get("headers") or {}).items()}
+        version = headers.get("anthropic-version")
+        if isinstance(version, list):
+            version = version[0]
+        out.append(
+            Recorded(
+                raw=raw,
+                request=request.get("parsed_body"),
+                api_version=version,
+                url=request.get("uri", ""),
+            )
+        )
+    return out
+
+
+def recorded(provider: str, name: str) -> list[Recorded]:
+    """Every response a fixture file holds (cassettes may hold several)."""
+    path = provider_fixture(provider, name)
+    if path.suffix == ".yaml":
+        return cassette_responses(path)
+    return [Recorded(raw=path.read_bytes())]
