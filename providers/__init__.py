@@ -27,12 +27,14 @@ ADAPTERS = {
 class WireContext:
     """What is known besides the response itself.
 
-    ``api_version`` is the API version header in force (Anthropic's ``anthropic-version``), and
-    ``request`` the request body when the recording has it (it names hosted tool versions).
+    ``api_version`` is the API version header in force (Anthropic's ``anthropic-version``),
+    ``request`` the request body when the recording has it (it names hosted tool versions), and
+    ``endpoint`` the URL the request went to (it names Gemini's API version).
     """
 
     api_version: str | None = None
     request: dict[str, Any] | None = None
+    endpoint: str | None = None
 
 
 def adapter(provider: str) -> ModuleType:
