@@ -115,6 +115,9 @@ class Artifact:
 
     type: str
     summary: str = ""
+    # Untrusted HTML the provider requires to be shown as provided (Google's search entry
+    # point). The renderer sanitizes and isolates it; it is part of the portable projection.
+    display_html: str = ""
     payload: Payload | None = None
 
 
