@@ -51,4 +51,4 @@ def parse(provider: str, raw: bytes | str, context: WireContext | None = None) -
     return adapter(provider).parse(read(raw), context or WireContext())
 
 
-__all__ = ["ADAPTERS", "MalformedInput", "WireContext", "adapter", "parse"]
+__all__ = ["ADAPTERS", "MalformedInput", "WireContext", "WireInput", "adapter", "parse"]

@@ -1,0 +1,22 @@
+import importlib
+
+from django.apps import AppConfig
+
+
+class ConversationsConfig(AppConfig):
+    name = "conversations"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Producers register their vocabulary values on import; load them all so the
+        # registries are complete wherever Django runs.
+        import conversations.builder
+        import conversations.ingest  # noqa: F401
+        from providers import ADAPTERS
+
+        for module in ADAPTERS.values():
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:  # TEMP while adapters are being written
+                if exc.name != module:
+                    raise

@@ -1,0 +1,264 @@
+"""The one assembler: provider-neutral stream parts in, events out.
+
+``EventBuilder`` knows no provider and no database. It accumulates streaming blocks, flushes an
+event when a block ends, appends hosted-activity transitions as their own events (linked by the
+provider's id, across responses of the same turn), and on interruption commits the partial text
+of open blocks as incomplete events carrying the citations received so far.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from conversations import parts, ranges
+from conversations.registries import ACTIVITY_NAMES, END_REASONS, EVENT_KINDS, TRIGGERS
+
+log = logging.getLogger("turnscope.builder")
+
+_PRODUCER = __name__
+for _kind in (
+    "message", "reasoning", "hosted_activity", "tool_call_request", "provider_artifact", "error",
+):
+    EVENT_KINDS.register(_kind, producer=_PRODUCER)
+END_REASONS.register("interrupted", producer=_PRODUCER)
+END_REASONS.register("error", producer=_PRODUCER)
+
+ACTIVITY_STATES = ("started", "completed", "failed")
+
+
+@dataclass
+class AttributionRecord:
+    url: str
+    title: str = ""
+    excerpt: str = ""
+    start: int | None = None
+    end: int | None = None
+    incomplete: bool = False
+    replay: parts.Payload | None = None
+
+
+@dataclass
+class EventRecord:
+    """An event ready to be appended: portable fields plus the native payload."""
+
+    kind: str
+    text: str = ""
+    incomplete: bool = False
+    body: dict[str, Any] = field(default_factory=dict)
+    attributions: list[AttributionRecord] = field(default_factory=list)
+    payload: parts.Payload | None = None
+    activity_id: str = ""
+
+
+@dataclass
+class _Block:
+    kind: str
+    redacted: bool
+    payload: parts.Payload | None
+    chunks: list[str] = field(default_factory=list)
+    citations: list[parts.Citation] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+@dataclass
+class TurnOutcome:
+    status: str = "streaming"
+    end_reason: str = ""
+
+
+class EventBuilder:
+    """Assemble one turn's events from the parts of one or more provider responses."""
+
+    def __init__(self) -> None:
+        self.provider = ""
+        self.model = ""
+        self.outcome = TurnOutcome()
+        self.usage: Counter[str] = Counter()
+        self.responses: list[dict[str, str]] = []
+        self._blocks: dict[str, _Block] = {}
+        # activity id -> {"name", "state", "input"}: lets a later response close an activity
+        # that an earlier response opened.
+        self._activities: dict[str, dict[str, Any]] = {}
+        self._ended = False
+
+    # -- responses -------------------------------------------------------------------------
+
+    def begin_response(self, trigger: str) -> None:
+        TRIGGERS.check(trigger)
+        self._blocks.clear()
+        self._ended = False
+        self.responses.append({"trigger": trigger, "response_id": "", "model": "",
+                               "end_reason": ""})
+        self.outcome = TurnOutcome()
+
+    def end_response(self) -> list[EventRecord]:
+        """The input of the current response is exhausted. Without a ``ResponseEnd`` (or an
+        error) the stream was cut: open blocks are committed as incomplete partial events."""
+        flushed = [self._partial(key) for key in list(self._blocks)]
+        if not self._ended:
+            self.outcome = TurnOutcome("interrupted", "interrupted")
+            if self.responses:
+                self.responses[-1]["end_reason"] = "interrupted"
+        return [event for event in flushed if event is not None]
+
+    @property
+    def open_activities(self) -> dict[str, str]:
+        """Activities started with no terminal transition: id -> name."""
+        return {k: v["name"] for k, v in self._activities.items() if v["state"] == "started"}
+
+    # -- parts -----------------------------------------------------------------------------
+
+    def feed(self, part: parts.Part) -> list[EventRecord]:
+        """Consume one part; return the events it completes (often none)."""
+        handler = _HANDLERS.get(type(part))
+        if handler is None:
+            raise TypeError(f"not a stream part: {type(part).__name__}")
+        return handler(self, part)
+
+    def _response_start(self, part: parts.ResponseStart) -> list[EventRecord]:
+        if not self.responses:
+            self.begin_response("initial")
+        if not self.provider:
+            # Provenance is recorded once, from the first response that names a model.
+            self.provider, self.model = part.provider, part.model
+        self.responses[-1].update(response_id=part.response_id, model=part.model)
+        return []
+
+    def _block_start(self, part: parts.BlockStart) -> list[EventRecord]:
+        flushed = self._partial(part.key) if part.key in self._blocks else None
+        self._blocks[part.key] = _Block(part.kind, part.redacted, part.payload)
+        return [flushed] if flushed else []
+
+    def _text_delta(self, part: parts.TextDelta) -> list[EventRecord]:
+        self._block(part.key).chunks.append(part.text)
+        return []
+
+    def _citation(self, part: parts.Citation) -> list[EventRecord]:
+        self._block(part.key).citations.append(part)
+        return []
+
+    def _block_end(self, part: parts.BlockEnd) -> list[EventRecord]:
+        block = self._blocks.pop(part.key, None)
+        if block is None:
+            return []
+        return [self._block_event(block, part.payload or block.payload, incomplete=False)]
+
+    def _activity(self, part: parts.Activity) -> list[EventRecord]:
+        if part.state not in ACTIVITY_STATES:
+            raise ValueError(f"unknown hosted activity state {part.state!r}")
+        known = self._activities.get(part.activity_id)
+        name = part.name or (known or {}).get("name", "")
+        ACTIVITY_NAMES.check(name)
+        activity_input = part.input or (known or {}).get("input", {})
+        self._activities[part.activity_id] = {
+            "name": name, "state": part.state, "input": activity_input,
+        }
+        activity = {
+            "id": part.activity_id,
+            "name": name,
+            "state": part.state,
+            "input": activity_input,
+            "summary": part.summary,
+            "sources": [dict(source) for source in part.sources],
+            "error_code": part.error_code,
+        }
+        return [EventRecord("hosted_activity", body={"activity": activity},
+                            payload=part.payload, activity_id=part.activity_id)]
+
+    def _tool_call(self, part: parts.ToolCall) -> list[EventRecord]:
+        call = {"id": part.call_id, "name": part.name, "arguments": part.arguments}
+        return [EventRecord("tool_call_request", body={"call": call}, payload=part.payload)]
+
+    def _artifact(self, part: parts.Artifact) -> list[EventRecord]:
+        body: dict[str, Any] = {"type": part.type, "summary": part.summary}
+        if part.display_html:
+            body["display_html"] = part.display_html
+        return [EventRecord("provider_artifact", body=body, payload=part.payload)]
+
+    def _usage(self, part: parts.Usage) -> list[EventRecord]:
+        self.usage.update({k: int(v) for k, v in part.counters.items() if v})
+        return []
+
+    def _response_end(self, part: parts.ResponseEnd) -> list[EventRecord]:
+        END_REASONS.check(part.end_reason)
+        self._ended = True
+        if self.outcome.status != "failed":
+            status = "failed" if part.end_reason == "error" else "complete"
+            self.outcome = TurnOutcome(status, part.end_reason)
+        if self.responses:
+            self.responses[-1]["end_reason"] = self.outcome.end_reason
+        # A well-formed response closes every block; commit any the wire left open.
+        return [e for e in (self._partial(k) for k in list(self._blocks)) if e is not None]
+
+    def _stream_error(self, part: parts.StreamError) -> list[EventRecord]:
+        self._ended = True
+        self.outcome = TurnOutcome("failed", "error")
+        if self.responses:
+            self.responses[-1]["end_reason"] = "error"
+        flushed = [e for e in (self._partial(k) for k in list(self._blocks)) if e is not None]
+        error = {"code": part.code, "message": part.message}
+        return [*flushed, EventRecord("error", body={"error": error}, payload=part.payload)]
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def _block(self, key: str) -> _Block:
+        try:
+            return self._blocks[key]
+        except KeyError:
+            raise ValueError(f"stream part for block {key!r} that was never started") from None
+
+    def _partial(self, key: str) -> EventRecord | None:
+        """Commit an unfinished block: its text so far, its citations marked incomplete.
+        Other partial metadata (e.g. a thinking signature) is dropped with the payload."""
+        block = self._blocks.pop(key)
+        if not block.text and not block.citations and not block.redacted:
+            return None
+        return self._block_event(block, None, incomplete=True)
+
+    def _block_event(
+        self, block: _Block, payload: parts.Payload | None, *, incomplete: bool
+    ) -> EventRecord:
+        text = block.text
+        if block.kind == "reasoning":
+            body = {"redacted": block.redacted}
+            return EventRecord("reasoning", text="" if block.redacted else text,
+                               incomplete=incomplete, body=body, payload=payload)
+        attributions = [self._attribution(text, c, incomplete) for c in block.citations]
+        return EventRecord("message", text=text, incomplete=incomplete,
+                           attributions=attributions, payload=payload)
+
+    @staticmethod
+    def _attribution(text: str, citation: parts.Citation, incomplete: bool) -> AttributionRecord:
+        span = ranges.resolve(text, citation.start, citation.end, citation.unit, citation.quote)
+        if span is None and citation.start is not None:
+            log.debug("dropped an attribution range that does not match the text")
+        return AttributionRecord(
+            url=citation.url,
+            title=citation.title,
+            excerpt=citation.excerpt,
+            start=span[0] if span else None,
+            end=span[1] if span else None,
+            incomplete=incomplete,
+            replay=citation.replay,
+        )
+
+
+_HANDLERS = {
+    parts.ResponseStart: EventBuilder._response_start,
+    parts.BlockStart: EventBuilder._block_start,
+    parts.TextDelta: EventBuilder._text_delta,
+    parts.Citation: EventBuilder._citation,
+    parts.BlockEnd: EventBuilder._block_end,
+    parts.Activity: EventBuilder._activity,
+    parts.ToolCall: EventBuilder._tool_call,
+    parts.Artifact: EventBuilder._artifact,
+    parts.Usage: EventBuilder._usage,
+    parts.ResponseEnd: EventBuilder._response_end,
+    parts.StreamError: EventBuilder._stream_error,
+}

@@ -1,0 +1,157 @@
+"""Ingest recorded provider responses as one agent turn.
+
+All input is parsed and assembled in memory first; only a fully read turn is written, in one
+transaction, so a malformed file leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+import providers
+from conversations import store
+from conversations.builder import EventBuilder, EventRecord
+from conversations.models import Conversation, Turn
+from conversations.registries import TRIGGERS
+from providers.wire import MalformedInput
+
+log = logging.getLogger("turnscope.ingest")
+
+for _trigger in ("initial", "pause_turn", "tool_result", "continuation"):
+    TRIGGERS.register(_trigger, producer=__name__)
+
+# Why a continuation response was requested, from how the previous response ended.
+_CONTINUATION_TRIGGERS = {"pause_turn": "pause_turn", "tool_use": "tool_result"}
+
+
+@dataclass(frozen=True)
+class ResponseFile:
+    """One recorded provider response and what is known about its request."""
+
+    name: str
+    raw: bytes
+    context: providers.WireContext = field(default_factory=providers.WireContext)
+
+
+@dataclass
+class IngestSummary:
+    conversation: Conversation
+    turn: Turn
+    events: int
+    citations: int
+    activities: dict[str, str]  # activity id -> final state
+    usage: dict[str, int]
+    status: str
+    end_reason: str
+    provider: str
+    model: str
+    kinds: dict[str, int]
+
+    def lines(self) -> list[str]:
+        states = Counter(self.activities.values())
+        state_text = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
+        usage = ", ".join(f"{k}={v}" for k, v in sorted(self.usage.items())) or "none"
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items()))
+        return [
+            f"turn: {self.status} ({self.end_reason or 'no end reason'}), "
+            f"model {self.provider or '?'} · {self.model or '?'}",
+            f"events: {self.events} ({kinds})",
+            f"citations: {self.citations}",
+            f"hosted activities: {len(self.activities)} ({state_text})",
+            f"usage: {usage}",
+        ]
+
+
+def assemble(
+    provider: str, files: Sequence[ResponseFile]
+) -> tuple[EventBuilder, list[EventRecord]]:
+    """Parse every response of one turn and assemble its events, touching no database."""
+    if not files:
+        raise ValueError("nothing to ingest: no response given")
+    builder = EventBuilder()
+    records: list[EventRecord] = []
+    trigger = "initial"
+    for response in files:
+        builder.begin_response(trigger)
+        try:
+            for part in providers.parse(provider, response.raw, response.context):
+                records.extend(builder.feed(part))
+        except MalformedInput as exc:
+            exc.source = response.name
+            raise MalformedInput(exc.message, line=exc.line, source=response.name) from None
+        except UnicodeDecodeError as exc:
+            raise MalformedInput(f"not UTF-8 text ({exc.reason})", source=response.name) from None
+        records.extend(builder.end_response())
+        trigger = _CONTINUATION_TRIGGERS.get(builder.outcome.end_reason, "continuation")
+    return builder, records
+
+
+def ingest(
+    provider: str,
+    files: Sequence[ResponseFile],
+    *,
+    owner: Any = None,
+    title: str = "",
+    prompt: str = "",
+    conversation: Conversation | None = None,
+) -> IngestSummary:
+    """Store ``files`` (a response and its continuations) as one agent turn."""
+    builder, records = assemble(provider, files)
+    with transaction.atomic():
+        if conversation is None:
+            conversation = store.create_conversation(
+                title=title or _title(prompt, records, builder), owner=owner
+            )
+        if prompt:
+            store.append_user_turn(conversation, prompt)
+        turn = store.start_turn(
+            conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING,
+            provider=builder.provider, model=builder.model,
+        )
+        store.append_events(turn, records)
+        store.finish_turn(
+            turn, status=builder.outcome.status, end_reason=builder.outcome.end_reason,
+            responses=builder.responses,
+        )
+    summary = _summary(conversation, turn, builder, records)
+    log.info(
+        "ingested %s turn %s: %d events, %d citations, usage %s",
+        provider, turn.pk, summary.events, summary.citations, dict(summary.usage),
+    )
+    return summary
+
+
+def _title(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:
+    source = prompt or next((r.text for r in records if r.kind == "message" and r.text), "")
+    first_line = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    if first_line:
+        return first_line[:117] + "…" if len(first_line) > 120 else first_line
+    return " · ".join(x for x in (builder.provider, builder.model) if x) or "Untitled"
+
+
+def _summary(
+    conversation: Conversation, turn: Turn, builder: EventBuilder, records: list[EventRecord]
+) -> IngestSummary:
+    activities: dict[str, str] = {}
+    for record in records:
+        if record.kind == "hosted_activity":
+            activities[record.activity_id] = record.body["activity"]["state"]
+    return IngestSummary(
+        conversation=conversation,
+        turn=turn,
+        events=len(records),
+        citations=sum(len(r.attributions) for r in records),
+        activities=activities,
+        usage=dict(builder.usage),
+        status=builder.outcome.status,
+        end_reason=builder.outcome.end_reason,
+        provider=builder.provider,
+        model=builder.model,
+        kinds=dict(Counter(r.kind for r in records)),
+    )

@@ -1,0 +1,274 @@
+"""The event store: conversations, turns, and the append-only event log.
+
+Events, attributions and provider payloads are append-only: the model layer refuses to update or
+delete them (instances and querysets alike), and foreign keys to them PROTECT. A state change is
+a new event. Turns and conversations carry mutable bookkeeping (status, title, next seq).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from conversations import provenance
+from conversations.registries import END_REASONS, EVENT_KINDS
+
+
+class AppendOnlyError(RuntimeError):
+    """Something tried to change or remove a record of the append-only event log."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: update refused")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: delete refused")
+
+    def bulk_update(self, objs: Any, fields: Any, batch_size: int | None = None) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: update refused")
+
+    def update_or_create(self, *args: Any, **kwargs: Any) -> Any:
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: update refused")
+
+
+class AppendOnlyModel(models.Model):
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only: update refused")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only: delete refused")
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="conversations",
+    )
+    title = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at_turn = models.IntegerField(null=True, blank=True)
+    # The next event seq to hand out; allocated under a row lock (see store.append_events).
+    next_seq = models.PositiveBigIntegerField(default=1)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Turn(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        AGENT = "agent"
+        SYSTEM = "system"
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        COMPLETE = "complete"
+        INTERRUPTED = "interrupted"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="turns")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    end_reason = models.CharField(max_length=32, blank=True)
+    agent_id = models.CharField(max_length=128, blank=True)
+    # Provenance: the provider and the served model that produced this turn. Set once.
+    provider = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    # Native bookkeeping of the provider responses that made up this turn
+    # ([{"trigger", "response_id", "model", "end_reason"}]); appended to, never rewritten.
+    responses = models.TextField(default="[]")
+    created_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["conversation", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "index"], name="turn_index_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.index} ({self.role})"
+
+    @property
+    def model_provenance(self) -> dict[str, str] | None:
+        if self.provider and self.model:
+            return {"provider": self.provider, "model": self.model}
+        return None
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        super().clean_fields(exclude)
+        self.validate_invariants()
+
+    def validate_invariants(self) -> None:
+        provenance.validate(self.role, self.provider, self.model)
+        if self.end_reason:
+            END_REASONS.check(self.end_reason)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.validate_invariants()
+        if not self._state.adding:
+            stored = (
+                Turn.objects.filter(pk=self.pk).values_list("provider", "model").first()
+            )
+            if stored and stored[0] and stored != (self.provider, self.model):
+                raise provenance.ProvenanceError("provenance is recorded once and never changed")
+        super().save(*args, **kwargs)
+
+
+class ProviderPayload(AppendOnlyModel):
+    """A native provider artifact, kept verbatim (as JSON text) for exact replay. Untrusted."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    provider = models.CharField(max_length=64, db_index=True)
+    format = models.CharField(max_length=100, db_index=True)
+    version = models.CharField(max_length=200, db_index=True)
+    value = models.TextField()
+    size = models.PositiveIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, db_index=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.format} ({self.size} bytes)"
+
+    @classmethod
+    def build(cls, provider: str, format: str, version: str, value_json: str) -> ProviderPayload:
+        """An unsaved payload row with its size and digest filled (bulk_create skips save)."""
+        raw = value_json.encode()
+        return cls(
+            provider=provider, format=format, version=version, value=value_json,
+            size=len(raw), sha256=hashlib.sha256(raw).hexdigest(),
+        )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        raw = self.value.encode()
+        self.size = len(raw)
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        super().save(*args, **kwargs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "format": self.format,
+            "version": self.version,
+            "value": orjson.Fragment(self.value),
+        }
+
+
+class Event(AppendOnlyModel):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="events"
+    )
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=32)
+    text = models.TextField(blank=True)
+    incomplete = models.BooleanField(default=False)
+    # Kind-specific portable fields as JSON text (activity, call, artifact type, redaction...).
+    body = models.TextField(default="{}")
+    # Hosted activity correlation key (the provider's id); empty for other kinds.
+    activity_id = models.CharField(max_length=200, blank=True, db_index=True)
+    payload = models.ForeignKey(
+        ProviderPayload, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="event_seq_unique"),
+        ]
+        indexes = [models.Index(fields=["turn", "seq"])]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        EVENT_KINDS.check(self.kind)
+        super().save(*args, **kwargs)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return orjson.loads(self.body)
+
+
+class Attribution(AppendOnlyModel):
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attributions")
+    ordinal = models.PositiveIntegerField()
+    url = models.TextField(blank=True)
+    title = models.TextField(blank=True)
+    excerpt = models.TextField(blank=True)
+    # Code-point range into the event's final text; both null means the whole event.
+    range_start = models.PositiveIntegerField(null=True, blank=True)
+    range_end = models.PositiveIntegerField(null=True, blank=True)
+    incomplete = models.BooleanField(default=False)
+    replay = models.ForeignKey(
+        ProviderPayload, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="attributions",
+    )
+
+    class Meta:
+        ordering = ["event", "ordinal"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(range_start__isnull=True, range_end__isnull=True)
+                    | models.Q(range_start__isnull=False, range_end__isnull=False,
+                               range_start__lt=models.F("range_end"))
+                ),
+                name="attribution_range_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.url or self.title
+
+
+class RenderedHTML(models.Model):
+    """Cache of a complete event's rendered HTML, keyed by (event, renderer version).
+
+    Events are immutable, so an entry never goes stale; a new renderer version simply misses.
+    """
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="+")
+    renderer_version = models.CharField(max_length=32)
+    html = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "renderer_version"], name="rendered_html_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} @ {self.renderer_version}"

@@ -1,0 +1,50 @@
+"""Per-turn model provenance: ``agent.model = {provider, model}``.
+
+Recorded once from the response (the served model), never re-resolved, never a secret.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PROVIDER = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+# Shapes of credentials that must never be persisted as a "model name".
+_SECRET_SHAPES = [
+    re.compile(r"(?i)\bbearer\s"),
+    re.compile(r"(?i)^(sk|rk|pk)-[A-Za-z0-9_-]{16,}"),
+    re.compile(r"^sk-ant-"),
+    re.compile(r"^AIza[0-9A-Za-z_-]{20,}"),
+    re.compile(r"^(ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{20,}"),
+    re.compile(r"^xox[abprs]-"),
+    re.compile(r"^ya29\."),
+    re.compile(r"^eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # a JWT
+    re.compile(r"[A-Za-z0-9+=]{32,}"),  # a long unbroken key-like run (model names have separators)
+]
+
+
+class ProvenanceError(ValueError):
+    """A provenance value is missing, malformed or looks like a credential."""
+
+
+def looks_secret(value: str) -> bool:
+    return any(shape.search(value) for shape in _SECRET_SHAPES)
+
+
+def validate(role: str, provider: str, model: str) -> None:
+    """Raise ``ProvenanceError`` unless (provider, model) is valid for a turn of ``role``.
+
+    Both empty means "unknown provenance", allowed on any turn. Otherwise the turn must be an
+    agent turn and both values must be non-empty, identifier-shaped and not secret-shaped.
+    """
+    if not provider and not model:
+        return
+    if role != "agent":
+        raise ProvenanceError(f"provenance is only recorded on agent turns, not {role!r} turns")
+    for label, value, shape in (("provider", provider, _PROVIDER), ("model", model, _MODEL)):
+        if not value:
+            raise ProvenanceError(f"provenance needs both provider and model ({label} is empty)")
+        if looks_secret(value):
+            raise ProvenanceError(f"the {label} looks like a credential; refusing to store it")
+        if not shape.match(value):
+            raise ProvenanceError(f"the {label} {value[:80]!r} is not a valid identifier")
