@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from conversations.models import Conversation
+from conversations.projections import PROJECTIONS, export_json
+
+
+class Command(BaseCommand):
+    help = "Write a conversation export to stdout (JSON contract, or markdown / html)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("conversation_id")
+        parser.add_argument("--projection", choices=PROJECTIONS, default="portable")
+        parser.add_argument("--format", choices=("json", "markdown", "html"), default="json")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            conversation = Conversation.objects.get(pk=options["conversation_id"])
+        except (Conversation.DoesNotExist, ValidationError):
+            raise CommandError(f"no conversation {options['conversation_id']!r}") from None
+        if options["format"] == "json":
+            data = export_json(conversation, options["projection"])
+        else:
+            from conversations.exports import render_document
+
+            data = render_document(conversation, options["format"]).encode()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()

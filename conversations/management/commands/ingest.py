@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+import providers
+from conversations.ingest import ResponseFile, ingest
+from conversations.provenance import ProvenanceError
+from conversations.registries import UnregisteredValue
+from providers.wire import MalformedInput
+
+
+class Command(BaseCommand):
+    help = (
+        "Ingest recorded provider responses (raw SSE, JSON lines or a JSON body) as one agent "
+        "turn. Files after the first are continuations of the same turn (e.g. after pause_turn). "
+        "The last line printed is the conversation id."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--provider", required=True, choices=sorted(providers.ADAPTERS))
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+        parser.add_argument("--title", default="", help="conversation title")
+        parser.add_argument("--prompt", default="", help="the user message that asked for it")
+        parser.add_argument("--owner", default="", help="username that owns the conversation")
+        parser.add_argument("--api-version", default=None,
+                            help="API version header in force (e.g. anthropic-version)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        owner = None
+        if options["owner"]:
+            User = get_user_model()
+            try:
+                owner = User.objects.get(username=options["owner"])
+            except User.DoesNotExist:
+                raise CommandError(f"no user named {options['owner']!r}") from None
+        context = providers.WireContext(api_version=options["api_version"])
+        files = []
+        for path in options["files"]:
+            try:
+                files.append(ResponseFile(str(path), path.read_bytes(), context))
+            except OSError as exc:
+                raise CommandError(f"{path}: {exc.strerror}") from None
+        try:
+            summary = ingest(
+                options["provider"], files, owner=owner, title=options["title"],
+                prompt=options["prompt"],
+            )
+        except (MalformedInput, ProvenanceError, UnregisteredValue, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        for line in summary.lines():
+            self.stdout.write(line)
+        self.stdout.write(str(summary.conversation.pk))

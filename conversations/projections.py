@@ -1,0 +1,310 @@
+"""The two projections of a conversation, and reading an export document back.
+
+Portable: what survives a switch of provider (text, attributions, activity, provenance).
+Native: portable plus every ProviderPayload, for exact replay to the originating provider.
+Export -> import -> export is byte-identical: imported rows keep the document's ids unless an id
+is already taken in this database, in which case the conversation and all its turns and events
+get fresh ids (everything else, seqs included, is kept).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+
+from conversations import provenance
+from conversations.models import (
+    Attribution,
+    Conversation,
+    Event,
+    ProviderPayload,
+    Turn,
+    dumps,
+)
+from conversations.registries import END_REASONS, EVENT_KINDS
+from conversations.schema import InvalidDocument, validate_export
+
+FORMAT = "turnscope.conversation"
+VERSION = 1
+Projection = Literal["portable", "native"]
+PROJECTIONS = ("portable", "native")
+
+
+# -- export ---------------------------------------------------------------------------------
+
+
+def _timestamp(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def event_dict(event: Event, projection: Projection = "portable") -> dict[str, Any]:
+    out: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind}
+    body = orjson.loads(event.body)
+    if event.kind == "message":
+        out["text"] = event.text
+        out["incomplete"] = event.incomplete
+        out["attributions"] = [
+            attribution_dict(a, projection) for a in event.attributions.all()
+        ]
+    elif event.kind == "reasoning":
+        out["text"] = event.text
+        out["redacted"] = bool(body.get("redacted"))
+        out["incomplete"] = event.incomplete
+    else:
+        out.update(body)
+    if projection == "native" and event.payload_id:
+        out["payload"] = event.payload.as_dict()
+    return out
+
+
+def attribution_dict(a: Attribution, projection: Projection = "portable") -> dict[str, Any]:
+    out: dict[str, Any] = {"source": {"url": a.url, "title": a.title}, "excerpt": a.excerpt}
+    if a.range_start is not None:
+        out["range"] = {"start": a.range_start, "end": a.range_end}
+    out["incomplete"] = a.incomplete
+    if projection == "native" and a.replay_id:
+        out["replay"] = a.replay.as_dict()
+    return out
+
+
+def turn_dict(
+    turn: Turn, events: Iterable[Event], projection: Projection = "portable"
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": str(turn.id),
+        "index": turn.index,
+        "role": turn.role,
+        "status": turn.status,
+        "end_reason": turn.end_reason or None,
+        "created_at": _timestamp(turn.created_at),
+    }
+    if turn.role == Turn.Role.AGENT:
+        agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
+        if turn.model_provenance:
+            agent["model"] = turn.model_provenance
+        out["agent"] = agent
+    if projection == "native":
+        out["responses"] = orjson.loads(turn.responses)
+    out["events"] = [event_dict(e, projection) for e in events]
+    return out
+
+
+def events_queryset(projection: Projection = "portable") -> QuerySet[Event]:
+    attributions = Attribution.objects.order_by("ordinal")
+    if projection == "native":
+        attributions = attributions.select_related("replay")
+    qs = Event.objects.order_by("seq").prefetch_related(
+        Prefetch("attributions", queryset=attributions)
+    )
+    return qs.select_related("payload") if projection == "native" else qs
+
+
+def conversation_dict(
+    conversation: Conversation, projection: Projection = "portable"
+) -> dict[str, Any]:
+    if projection not in PROJECTIONS:
+        raise ValueError(f"unknown projection {projection!r}")
+    turns = list(conversation.turns.order_by("index"))
+    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
+    for event in events_queryset(projection).filter(conversation=conversation):
+        by_turn[event.turn_id].append(event)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "projection": projection,
+        "conversation": {
+            "id": str(conversation.id),
+            "title": conversation.title,
+            "created_at": _timestamp(conversation.created_at),
+            "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id
+            else None,
+        },
+        "turns": [turn_dict(t, by_turn[t.id], projection) for t in turns],
+    }
+
+
+def export_json(conversation: Conversation, projection: Projection = "portable") -> bytes:
+    return orjson.dumps(conversation_dict(conversation, projection), option=orjson.OPT_INDENT_2)
+
+
+# -- import ---------------------------------------------------------------------------------
+
+
+def _require(condition: bool, where: str, message: str) -> None:
+    if not condition:
+        raise InvalidDocument(f"{where}: {message}")
+
+
+def _uuid(value: Any, where: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidDocument(f"{where}: {value!r} is not a UUID") from None
+
+
+def _datetime(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidDocument(f"{where}: {value!r} is not an ISO 8601 timestamp") from None
+
+
+def _payload_row(value: Any, where: str) -> ProviderPayload | None:
+    if value is None:
+        return None
+    _require(isinstance(value, dict), where, "a payload must be an object")
+    keys = ("provider", "format", "version", "value")
+    for key in keys:
+        _require(key in value, where, f"payload is missing {key!r}")
+    for key in keys[:3]:
+        _require(isinstance(value[key], str) and value[key], where, f"payload {key} must be a "
+                 "non-empty string")
+    _check_decodes(value, where)
+    return ProviderPayload.build(
+        value["provider"], value["format"], value["version"], orjson.dumps(value["value"]).decode()
+    )
+
+
+def _check_decodes(payload: dict[str, Any], where: str) -> None:
+    """A present payload must decode with its provider's adapter; unknown providers and formats
+    are kept as they are (only the originating provider interprets them)."""
+    import providers
+
+    if payload["provider"] not in providers.ADAPTERS:
+        return
+    adapter = providers.adapter(payload["provider"])
+    try:
+        adapter.decode(payload["value"], payload["format"])
+    except ValueError as exc:
+        raise InvalidDocument(f"{where}: payload does not decode ({exc})") from None
+
+
+def _ids_taken(doc: dict[str, Any]) -> bool:
+    conversation_id = doc["conversation"]["id"]
+    turn_ids = [t["id"] for t in doc["turns"]]
+    event_ids = [e["id"] for t in doc["turns"] for e in t["events"]]
+    return (
+        Conversation.objects.filter(pk=conversation_id).exists()
+        or Turn.objects.filter(pk__in=turn_ids).exists()
+        or Event.objects.filter(pk__in=event_ids).exists()
+    )
+
+
+def import_document(doc: Any, *, owner: Any = None) -> Conversation:
+    """Create a conversation from an export document (either projection). All or nothing."""
+    validate_export(doc)
+    with transaction.atomic():
+        fresh = _ids_taken(doc)
+
+        def new_id(value: str, where: str) -> uuid.UUID:
+            return uuid.uuid4() if fresh else _uuid(value, where)
+
+        meta = doc["conversation"]
+        forked_from = None
+        if meta.get("forked_from"):
+            forked_from = Conversation.objects.filter(pk=_uuid(meta["forked_from"],
+                                                               "conversation.forked_from")).first()
+        conversation = Conversation(
+            id=new_id(meta["id"], "conversation.id"), owner=owner, title=meta.get("title", ""),
+            forked_from=forked_from,
+        )
+        created = _datetime(meta.get("created_at"), "conversation.created_at")
+        if created:
+            conversation.created_at = conversation.updated_at = created
+        conversation.save(force_insert=True)
+        events: list[Event] = []
+        attributions: list[Attribution] = []
+        payloads: list[ProviderPayload] = []
+        max_seq = 0
+        for t_index, t in enumerate(doc["turns"]):
+            where = f"turns[{t_index}]"
+            _require(t["index"] == t_index, where, "turn indexes must be 0, 1, 2, … in order")
+            model = (t.get("agent") or {}).get("model") or {}
+            if t.get("end_reason"):
+                _require(t["end_reason"] in END_REASONS, where,
+                         f"unknown end_reason {t['end_reason']!r}")
+            try:
+                provenance.validate(t["role"], model.get("provider", ""), model.get("model", ""))
+            except provenance.ProvenanceError as exc:
+                raise InvalidDocument(f"{where}.agent.model: {exc}") from None
+            turn = Turn(
+                id=new_id(t["id"], f"{where}.id"), conversation=conversation, index=t["index"],
+                role=t["role"], status=t["status"], end_reason=t.get("end_reason") or "",
+                agent_id=(t.get("agent") or {}).get("agentId", ""),
+                provider=model.get("provider", ""), model=model.get("model", ""),
+                responses=dumps(t.get("responses", [])),
+            )
+            created = _datetime(t.get("created_at"), f"{where}.created_at")
+            if created:
+                turn.created_at = created
+            turn.save(force_insert=True)
+            for e_index, e in enumerate(t["events"]):
+                e_where = f"{where}.events[{e_index}]"
+                _require(e["kind"] in EVENT_KINDS, e_where, f"unknown event kind {e['kind']!r}")
+                max_seq = max(max_seq, e["seq"])
+                event, event_attributions = _event_rows(e, e_where, conversation, turn, payloads,
+                                                        new_id(e["id"], f"{e_where}.id"))
+                events.append(event)
+                attributions.extend(event_attributions)
+        seqs = [e.seq for e in events]
+        _require(len(seqs) == len(set(seqs)), "turns", "event seqs must be unique")
+        ProviderPayload.objects.bulk_create(payloads)
+        Event.objects.bulk_create(events)
+        Attribution.objects.bulk_create(attributions)
+        Conversation.objects.filter(pk=conversation.pk).update(next_seq=max_seq + 1)
+    conversation.refresh_from_db()
+    return conversation
+
+
+_MESSAGE_FIELDS = {"id", "seq", "kind", "text", "incomplete", "attributions", "payload"}
+_REASONING_FIELDS = {"id", "seq", "kind", "text", "redacted", "incomplete", "payload"}
+
+
+def _event_rows(
+    e: dict[str, Any], where: str, conversation: Conversation, turn: Turn,
+    payloads: list[ProviderPayload], event_id: uuid.UUID,
+) -> tuple[Event, list[Attribution]]:
+    payload = _payload_row(e.get("payload"), f"{where}.payload")
+    if payload:
+        payloads.append(payload)
+    kind = e["kind"]
+    text, incomplete, body = "", False, {}
+    if kind == "message":
+        text, incomplete = e.get("text", ""), bool(e.get("incomplete"))
+    elif kind == "reasoning":
+        text, incomplete = e.get("text", ""), bool(e.get("incomplete"))
+        body = {"redacted": bool(e.get("redacted"))}
+    else:
+        body = {k: v for k, v in e.items() if k not in {"id", "seq", "kind", "payload"}}
+    activity_id = ""
+    if kind == "hosted_activity":
+        activity_id = str((body.get("activity") or {}).get("id", ""))
+    event = Event(
+        id=event_id, conversation=conversation, turn=turn, seq=e["seq"], kind=kind, text=text,
+        incomplete=incomplete, body=dumps(body), activity_id=activity_id, payload=payload,
+    )
+    rows = []
+    for ordinal, a in enumerate(e.get("attributions", []) if kind == "message" else []):
+        a_where = f"{where}.attributions[{ordinal}]"
+        span = a.get("range")
+        if span is not None:
+            _require(0 <= span["start"] < span["end"] <= len(text), a_where,
+                     "range does not address the event text")
+        replay = _payload_row(a.get("replay"), f"{a_where}.replay")
+        if replay:
+            payloads.append(replay)
+        rows.append(Attribution(
+            event=event, ordinal=ordinal, url=a["source"].get("url", ""),
+            title=a["source"].get("title", ""), excerpt=a.get("excerpt", ""),
+            range_start=span["start"] if span else None, range_end=span["end"] if span else None,
+            incomplete=bool(a.get("incomplete")), replay=replay,
+        ))
+    return event, rows
