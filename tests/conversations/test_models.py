@@ -1,0 +1,93 @@
+import pytest
+from django.db.models.deletion import ProtectedError
+
+from conversations import store
+from conversations.builder import AttributionRecord, EventRecord
+from conversations.models import (
+    AppendOnlyError,
+    Attribution,
+    Conversation,
+    Event,
+    ProviderPayload,
+    Turn,
+)
+from conversations.parts import Payload
+from conversations.provenance import ProvenanceError
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def turn():
+    conversation = store.create_conversation(title="t")
+    turn = store.start_turn(conversation, "agent", provider="anthropic", model="claude-x")
+    store.append_events(turn, [
+        EventRecord("message", text="hello", payload=Payload("anthropic", "f", "v", {"a": 1}),
+                    attributions=[AttributionRecord("https://a.example/", "A", start=0, end=5,
+                                                    replay=Payload("anthropic", "c", "v", {}))]),
+        EventRecord("reasoning", text="hmm", body={"redacted": False}),
+    ])
+    return turn
+
+
+def test_seqs_are_per_conversation_and_monotonic(turn):
+    other = store.start_turn(turn.conversation, "agent", provider="openai", model="gpt-x")
+    store.append_events(other, [EventRecord("message", text="again")])
+    seqs = list(Event.objects.filter(conversation=turn.conversation).values_list("seq", flat=True))
+    assert seqs == [1, 2, 3]
+    fresh = store.create_conversation()
+    t = store.start_turn(fresh, "user")
+    [event] = store.append_events(t, [EventRecord("message", text="x")])
+    assert event.seq == 1
+
+
+@pytest.mark.parametrize("model", [Event, Attribution, ProviderPayload])
+def test_append_only_rows_refuse_update_and_delete(turn, model):
+    row = model.objects.first()
+    with pytest.raises(AppendOnlyError):
+        row.save()
+    with pytest.raises(AppendOnlyError):
+        row.delete()
+    with pytest.raises(AppendOnlyError):
+        model.objects.all().update(pk=row.pk)
+    with pytest.raises(AppendOnlyError):
+        model.objects.all().delete()
+    assert model.objects.filter(pk=row.pk).exists()
+
+
+def test_events_protect_their_turn_and_conversation(turn):
+    with pytest.raises(ProtectedError):
+        Conversation.objects.filter(pk=turn.conversation_id).delete()
+    with pytest.raises(ProtectedError):
+        Turn.objects.filter(pk=turn.pk).delete()
+
+
+def test_provenance_rules():
+    conversation = store.create_conversation()
+    with pytest.raises(ProvenanceError, match="only recorded on agent"):
+        store.start_turn(conversation, "user", provider="openai", model="gpt-5")
+    with pytest.raises(ProvenanceError, match="both"):
+        store.start_turn(conversation, "agent", provider="openai", model="")
+    with pytest.raises(ProvenanceError, match="credential"):
+        store.start_turn(conversation, "agent", provider="openai",
+                         model="sk-proj-abcdefghijklmnopqrstuvwxyz012345")
+    with pytest.raises(ProvenanceError, match="credential"):
+        store.start_turn(conversation, "agent", provider="google",
+                         model="AIzaSyA1234567890abcdefghijklmnopqrstu")
+    ok = store.start_turn(conversation, "agent", provider="openrouter",
+                          model="deepseek/deepseek-chat-v3.1")
+    assert ok.model_provenance == {"provider": "openrouter", "model": "deepseek/deepseek-chat-v3.1"}
+
+
+def test_provenance_is_recorded_once(turn):
+    store.set_provenance(turn, "anthropic", "claude-x")  # same value: fine
+    with pytest.raises(ProvenanceError):
+        store.set_provenance(turn, "anthropic", "claude-y")
+    turn.model = "claude-y"
+    with pytest.raises(ProvenanceError):
+        turn.save()
+
+
+def test_payload_digest_and_size(turn):
+    payload = ProviderPayload.objects.get(format="f")
+    assert payload.value == '{"a":1}' and payload.size == 7 and len(payload.sha256) == 64
