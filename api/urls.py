@@ -1,0 +1,3 @@
+"""REST API routes (DRF), mounted under /api/v1/."""
+
+urlpatterns: list = []

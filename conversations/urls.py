@@ -1,0 +1,3 @@
+"""Browser pages."""
+
+urlpatterns: list = []
