@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from django.conf import settings
@@ -225,6 +226,8 @@ class Attribution(AppendOnlyModel):
     event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attributions")
     ordinal = models.PositiveIntegerField()
     url = models.TextField(blank=True)
+    # Lower-cased host of ``url`` without "www.", for filtering by cited domain.
+    domain = models.CharField(max_length=255, blank=True, db_index=True)
     title = models.TextField(blank=True)
     excerpt = models.TextField(blank=True)
     # Code-point range into the event's final text; both null means the whole event.
@@ -251,6 +254,19 @@ class Attribution(AppendOnlyModel):
 
     def __str__(self) -> str:
         return self.url or self.title
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.domain = url_domain(self.url)
+        super().save(*args, **kwargs)
+
+
+def url_domain(url: str) -> str:
+    """The host a URL points at, lower-cased, without a leading "www."; "" if none."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+    return host.removeprefix("www.")[:255]
 
 
 class RenderedHTML(models.Model):

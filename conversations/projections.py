@@ -26,6 +26,7 @@ from conversations.models import (
     ProviderPayload,
     Turn,
     dumps,
+    url_domain,
 )
 from conversations.registries import END_REASONS, EVENT_KINDS
 from conversations.schema import InvalidDocument, validate_export
@@ -303,6 +304,7 @@ def _event_rows(
             payloads.append(replay)
         rows.append(Attribution(
             event=event, ordinal=ordinal, url=a["source"].get("url", ""),
+            domain=url_domain(a["source"].get("url", "")),
             title=a["source"].get("title", ""), excerpt=a.get("excerpt", ""),
             range_start=span["start"] if span else None, range_end=span["end"] if span else None,
             incomplete=bool(a.get("incomplete")), replay=replay,

@@ -19,6 +19,7 @@ from conversations.models import (
     ProviderPayload,
     Turn,
     dumps,
+    url_domain,
 )
 from conversations.parts import Payload
 from conversations.registries import EVENT_KINDS
@@ -112,7 +113,8 @@ def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
             for ordinal, a in enumerate(record.attributions):
                 attributions.append(Attribution(
                     event=event, ordinal=ordinal, url=a.url, title=a.title,
-                    excerpt=a.excerpt, range_start=a.start, range_end=a.end,
+                    excerpt=a.excerpt, domain=url_domain(a.url),
+                    range_start=a.start, range_end=a.end,
                     incomplete=a.incomplete, replay=_payload_row(a.replay, payloads),
                 ))
         for event in events:
