@@ -59,6 +59,16 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+class ConversationQuerySet(models.QuerySet):
+    def visible_to(self, user: Any) -> ConversationQuerySet:
+        """Owners see their conversations; staff see all; anonymous users see none."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(owner=user)
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -74,6 +84,8 @@ class Conversation(models.Model):
     forked_at_turn = models.IntegerField(null=True, blank=True)
     # The next event seq to hand out; allocated under a row lock (see store.append_events).
     next_seq = models.PositiveBigIntegerField(default=1)
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]
