@@ -132,6 +132,10 @@ class Turn(models.Model):
         return f"turn {self.index} ({self.role})"
 
     @property
+    def responses_list(self) -> list[dict[str, str]]:
+        return orjson.loads(self.responses)
+
+    @property
     def model_provenance(self) -> dict[str, str] | None:
         if self.provider and self.model:
             return {"provider": self.provider, "model": self.model}

@@ -49,10 +49,12 @@ OpenRouter's ``0/0`` is no range; ``content`` is the excerpt); ``tool_calls`` ->
 ``finish_reason`` stop/length/tool_calls/content_filter -> end_turn/max_tokens/tool_use/refusal.
 ``ResponseEnd`` comes at ``[DONE]``, or at the end of input once every choice has finished.
 
-Provenance: ``ResponseStart.provider`` is "openai" unless the response itself names who served
-it (OpenRouter chunks carry ``provider``, e.g. "OpenAI"; that name is used verbatim). Azure
-responses name no provider, so they are "openai" too; the endpoint is not consulted, because
-provenance is read from the response. ``model`` is ``response.model`` / the chunk's ``model``.
+Provenance: ``ResponseStart.provider`` is "openai" unless the response shows another service
+served it. Chat Completions chunks that carry a ``provider`` field come from OpenRouter (the field
+names OpenRouter's upstream, e.g. "OpenAI", which stays in the payload): the provider is
+"openrouter", the one that answered the call. Azure responses name no provider, so they are
+"openai" too; the endpoint is not consulted, because provenance is read from the response.
+``model`` is ``response.model`` / the chunk's ``model``.
 
 Payload version: "v1", plus each hosted tool type the response (or the request) declares, e.g.
 "v1+web_search_preview" or "v1+openrouter:web_search".
@@ -764,7 +766,7 @@ class _Chat:
         if not self.started:
             self.started = True
             yield ResponseStart(
-                provider=_str(data.get("provider")) or PROVIDER,
+                provider="openrouter" if _str(data.get("provider")) else PROVIDER,
                 model=_str(data.get("model")),
                 response_id=_str(data.get("id")),
             )

@@ -1,0 +1,153 @@
+"""Read-side assembly for pages: the portable projection, rendered once per event.
+
+Rendering reads only the portable projection. A stored event never changes, so its HTML is
+cached by (event id, renderer version) in ``RenderedHTML``; a reload of a finished conversation
+does no markdown work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+
+from conversations.models import Attribution, Conversation, Event, RenderedHTML, Turn
+from conversations.projections import events_queryset, turn_dict
+from conversations.rendering import RENDERER_VERSION, RenderedTurn, render_turn
+
+
+@dataclass
+class TurnView:
+    turn: Turn
+    data: dict[str, Any]
+    rendered: RenderedTurn
+    tail: dict[str, Any] | None = None
+
+
+def cached_html(event_ids: list[str]) -> dict[str, str]:
+    rows = RenderedHTML.objects.filter(
+        event_id__in=event_ids, renderer_version=RENDERER_VERSION
+    ).values_list("event_id", "html")
+    return {str(event_id): html for event_id, html in rows}
+
+
+def _store_html(rendered: RenderedTurn, known: dict[str, str]) -> None:
+    fresh = [
+        RenderedHTML(event_id=event_id, renderer_version=RENDERER_VERSION, html=html)
+        for event_id, html in rendered.events_html.items()
+        if event_id not in known
+    ]
+    if not fresh:
+        return
+    try:
+        with transaction.atomic():
+            RenderedHTML.objects.bulk_create(fresh, ignore_conflicts=True)
+    except IntegrityError:
+        pass  # another request cached them first
+
+
+def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> list[TurnView]:
+    """Every turn (or the given ones) of ``conversation``, rendered."""
+    turns = turns if turns is not None else list(conversation.turns.order_by("index"))
+    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
+    events = events_queryset("portable").filter(conversation=conversation, turn__in=turns)
+    for event in events:
+        by_turn[event.turn_id].append(event)
+    datas = [turn_dict(t, by_turn[t.id]) for t in turns]
+    message_ids = [e["id"] for d in datas for e in d["events"] if e["kind"] == "message"]
+    known = cached_html(message_ids)
+    views = []
+    for turn, data in zip(turns, datas, strict=True):
+        rendered = render_turn(data, cached=known)
+        _store_html(rendered, known)
+        views.append(TurnView(turn, data, rendered, _tail(turn)))
+    return views
+
+
+def _tail(turn: Turn) -> dict[str, Any] | None:
+    if turn.status != Turn.Status.STREAMING:
+        return None
+    try:
+        from live.streaming import current_tail
+    except ImportError:
+        return None
+    return current_tail(str(turn.id))
+
+
+def conversation_rows(
+    user: Any, *, query: str = "", provider: str = "", model: str = "", domain: str = ""
+) -> QuerySet[Conversation]:
+    """The conversation list: visible to ``user``, searched and filtered, with counts."""
+    qs = Conversation.objects.visible_to(user)
+    if query:
+        matching_events = Event.objects.filter(
+            conversation=OuterRef("pk"), kind="message", text__icontains=query
+        )
+        matching_sources = Attribution.objects.filter(
+            Q(title__icontains=query) | Q(url__icontains=query),
+            event__conversation=OuterRef("pk"),
+        )
+        qs = qs.filter(
+            Q(title__icontains=query) | Exists(matching_events) | Exists(matching_sources)
+        )
+    if provider:
+        qs = qs.filter(Exists(Turn.objects.filter(conversation=OuterRef("pk"), provider=provider)))
+    if model:
+        qs = qs.filter(Exists(Turn.objects.filter(conversation=OuterRef("pk"), model=model)))
+    if domain:
+        qs = qs.filter(Exists(Attribution.objects.filter(
+            event__conversation=OuterRef("pk"), domain=domain.lower().removeprefix("www.")
+        )))
+
+    def count(subquery: QuerySet) -> Subquery:
+        return Subquery(
+            subquery.order_by().values("conversation").annotate(n=Count("pk")).values("n")[:1]
+        )
+
+    first_user_line = Event.objects.filter(
+        conversation=OuterRef("pk"), kind="message", turn__role=Turn.Role.USER
+    ).order_by("seq").values("text")[:1]
+    citations = Subquery(
+        Attribution.objects.filter(event__conversation=OuterRef("pk")).order_by()
+        .values("event__conversation").annotate(n=Count("pk")).values("n")[:1]
+    )
+    searches = Subquery(
+        Event.objects.filter(conversation=OuterRef("pk"), kind="hosted_activity",
+                             body__contains='"name":"web_search"').order_by()
+        .values("conversation").annotate(n=Count("activity_id", distinct=True)).values("n")[:1]
+    )
+    return qs.annotate(
+        turn_count=count(Turn.objects.filter(conversation=OuterRef("pk"))),
+        citation_count=citations,
+        search_count=searches,
+        first_user_text=Subquery(first_user_line),
+        is_live=Exists(Turn.objects.filter(conversation=OuterRef("pk"),
+                                           status=Turn.Status.STREAMING)),
+    ).order_by("-updated_at")
+
+
+def provenance_chips(conversation_ids: list[Any]) -> dict[Any, list[tuple[str, str]]]:
+    chips: dict[Any, list[tuple[str, str]]] = {}
+    rows = (
+        Turn.objects.filter(conversation_id__in=conversation_ids, role=Turn.Role.AGENT)
+        .exclude(provider="").values_list("conversation_id", "provider", "model").distinct()
+    )
+    for conversation_id, provider, model in rows:
+        chips.setdefault(conversation_id, []).append((provider, model))
+    return chips
+
+
+def filter_choices(user: Any) -> dict[str, list[str]]:
+    visible = Conversation.objects.visible_to(user)
+    turns = Turn.objects.filter(conversation__in=visible).exclude(provider="")
+    domains = (
+        Attribution.objects.filter(event__conversation__in=visible).exclude(domain="")
+        .values("domain").annotate(n=Count("pk")).order_by("-n").values_list("domain", flat=True)
+    )
+    return {
+        "providers": sorted(set(turns.values_list("provider", flat=True))),
+        "models": sorted(set(turns.values_list("model", flat=True))),
+        "domains": list(domains[:50]),
+    }
