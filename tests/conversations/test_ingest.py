@@ -222,7 +222,8 @@ def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path):
                     '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n')
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
-                   '"role":"assistant","model":"claude-x","content":[]}}\n{not json\n{"type":"ping"}\n')
+                   '"role":"assistant","model":"claude-x","content":[]}}\n'
+                   '{not json\n{"type":"ping"}\n')
     before = Event.objects.count(), Turn.objects.count()
     with pytest.raises(CommandError, match=r"bad\.jsonl, line 2"):
         call_command("ingest", "--provider", "anthropic", str(good), str(bad))
