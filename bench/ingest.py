@@ -1,0 +1,116 @@
+"""Ingest throughput over every recorded provider fixture, against a JSON-parsing floor.
+
+    uv run python -m bench.ingest [--repeat N]
+
+Prints stream parts per second for (1) adapters + assembler and (2) the same plus SQLite
+persistence, each as a ratio to the floor: only JSON-parsing the same event lines, measured in
+the same run. Targets: (1) <= 3x the floor, (2) <= 10x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+_tmp = tempfile.mkdtemp(prefix="turnscope-bench-")
+os.environ["SQLITE_PATH"] = str(Path(_tmp) / "bench.sqlite3")
+os.environ.setdefault("TURNSCOPE_VAR_DIR", _tmp)
+os.environ.pop("DATABASE_URL", None)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "turnscope.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import orjson  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+import providers  # noqa: E402
+from conversations.builder import EventBuilder  # noqa: E402
+from conversations.ingest import ResponseFile, ingest  # noqa: E402
+from providers.wire import read  # noqa: E402
+from tests.support import PROVIDER_FIXTURES, recorded  # noqa: E402
+
+
+def load_responses() -> list[tuple[str, ResponseFile, list[bytes]]]:
+    out = []
+    for provider in ("anthropic", "openai", "google"):
+        for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
+            for i, rec in enumerate(recorded(provider, path.name)):
+                context = providers.WireContext(rec.api_version, rec.request, rec.url or None)
+                wire = read(rec.raw)
+                # The floor parses each event's JSON text once (a body is one document).
+                lines = [rec.raw] if wire.kind == "body" else [
+                    orjson.dumps(f.data) for f in wire.frames if f.data is not providers.wire.DONE
+                ]
+                out.append((provider, ResponseFile(f"{path.name}#{i}", rec.raw, context), lines))
+    return out
+
+
+def best_of(runs: int, fn) -> float:  # noqa: ANN001
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20, help="passes over all fixtures")
+    parser.add_argument("--runs", type=int, default=3, help="best of this many timings")
+    args = parser.parse_args()
+    if not PROVIDER_FIXTURES.exists():
+        sys.exit(f"{PROVIDER_FIXTURES} is absent: the benchmark reads ../shared in place")
+    responses = load_responses()
+    call_command("migrate", verbosity=0)
+
+    def floor() -> None:
+        for _ in range(args.repeat):
+            for _provider, _response, lines in responses:
+                for line in lines:
+                    orjson.loads(line)
+
+    parts_total = 0
+
+    def assemble() -> None:
+        nonlocal parts_total
+        parts_total = 0
+        for _ in range(args.repeat):
+            for provider, response, _lines in responses:
+                builder = EventBuilder()
+                builder.begin_response("initial")
+                for part in providers.parse(provider, response.raw, response.context):
+                    parts_total += 1
+                    builder.feed(part)
+                builder.end_response()
+
+    def persist() -> None:
+        for _ in range(max(1, args.repeat // 4)):
+            for provider, response, _lines in responses:
+                ingest(provider, [response])
+
+    t_floor = best_of(args.runs, floor)
+    t_assemble = best_of(args.runs, assemble)
+    parts_per_pass = parts_total // args.repeat
+    t_persist = best_of(max(1, args.runs - 1), persist) * args.repeat / max(1, args.repeat // 4)
+
+    total_parts = parts_per_pass * args.repeat
+    print(f"fixtures: {len(responses)} responses, {parts_per_pass} stream parts per pass, "
+          f"{args.repeat} passes")
+    print(f"floor (JSON parse only):     {total_parts / t_floor:>12,.0f} parts/s")
+    print(f"adapters + assembler:        {total_parts / t_assemble:>12,.0f} parts/s   "
+          f"ratio {t_assemble / t_floor:5.2f}x floor (target <= 3x)")
+    print(f"+ SQLite persistence:        {total_parts / t_persist:>12,.0f} parts/s   "
+          f"ratio {t_persist / t_floor:5.2f}x floor (target <= 10x)")
+
+
+if __name__ == "__main__":
+    main()
