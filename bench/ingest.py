@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def load_responses() -> list[tuple[str, ResponseFile, list[bytes]]]:
     return out
 
 
-def best_of(runs: int, fn) -> float:  # noqa: ANN001
+def best_of(runs: int, fn: Callable[[], None]) -> float:
     best = float("inf")
     for _ in range(runs):
         start = time.perf_counter()
