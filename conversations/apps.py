@@ -15,8 +15,4 @@ class ConversationsConfig(AppConfig):
         from providers import ADAPTERS
 
         for module in ADAPTERS.values():
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:  # TEMP while adapters are being written
-                if exc.name != module:
-                    raise
+            importlib.import_module(module)

@@ -399,9 +399,9 @@ def test_raw_annotations_cassette() -> None:
 
 def test_openrouter_chat_completions_stream() -> None:
     [parts] = parse_recorded(OPENROUTER)
-    # The chunk names its provider ("OpenAI"): provenance reads it from the response.
+    # The chunk names OpenRouter's upstream ("OpenAI"): the provider that answered is openrouter.
     assert parts[0] == ResponseStart(
-        "OpenAI", "deepseek/deepseek-chat", "gen-1786680764-gY2YTdjLLLQA6Cd1Wa6J"
+        "openrouter", "deepseek/deepseek-chat", "gen-1786680764-gY2YTdjLLLQA6Cd1Wa6J"
     )
     citations = of(parts, Citation)
     assert len(citations) == 5
