@@ -1,0 +1,152 @@
+"""Vocabularies are registries: every registered value has a producer that really emits it,
+and no producer emits an unregistered value."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import orjson
+import pytest
+
+import providers
+from conversations import parts
+from conversations.builder import EventBuilder
+from conversations.ingest import ResponseFile, assemble
+from conversations.registries import ALL, END_REASONS, Registry
+from tests.support import PROVIDER_FIXTURES, recorded
+
+
+def _anthropic(stop_reason: str, content: list | None = None) -> bytes:
+    return orjson.dumps({
+        "id": "msg_x", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": content or [{"type": "text", "text": "x"}], "stop_reason": stop_reason,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    })
+
+
+def _openai(status: str = "completed", reason: str | None = None, output: list | None = None):
+    body = {"id": "resp_x", "object": "response", "model": "gpt-x", "status": status,
+            "output": output or [{"type": "message", "id": "msg_1", "role": "assistant",
+                                  "status": "completed", "content": [
+                                      {"type": "output_text", "text": "x", "annotations": []}]}]}
+    if reason:
+        body["incomplete_details"] = {"reason": reason}
+    return orjson.dumps(body)
+
+
+def _google(finish: str, parts_: list | None = None) -> bytes:
+    return orjson.dumps({
+        "candidates": [{"content": {"role": "model", "parts": parts_ or [{"text": "x"}]},
+                        "finishReason": finish}],
+        "modelVersion": "gemini-x", "responseId": "r1",
+    })
+
+
+# Values the recordings never show, produced from small hand-written responses.
+SYNTHETIC = [
+    ("anthropic", _anthropic("refusal")),
+    ("anthropic", _anthropic("max_tokens")),
+    ("anthropic", _anthropic("stop_sequence")),
+    ("anthropic", b'{"type":"message_start","message":{"id":"m","type":"message","role":'
+                  b'"assistant","model":"claude-x","content":[]}}\n{"type":"error","error":'
+                  b'{"type":"overloaded_error","message":"Overloaded"}}\n'),
+    ("openai", _openai("incomplete", "max_output_tokens")),
+    ("openai", _openai("incomplete", "content_filter")),
+    ("openai", _openai(output=[{"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                                "name": "f", "arguments": "{}", "status": "completed"}])),
+    ("openai", _openai(output=[{"type": "code_interpreter_call", "id": "ci_1",
+                                "status": "completed", "code": "1+1", "container_id": "c",
+                                "outputs": []}])),
+    ("google", _google("MAX_TOKENS")),
+    ("google", _google("SAFETY")),
+    ("google", _google("OTHER")),
+    ("google", _google("STOP", [{"functionCall": {"name": "f", "args": {}}}])),
+    ("google", _google("STOP", [{"executableCode": {"language": "PYTHON", "code": "1"}},
+                                {"codeExecutionResult": {"outcome": "OUTCOME_OK",
+                                                         "output": "1"}}])),
+]
+
+
+def _inputs() -> list[tuple[str, bytes, providers.WireContext]]:
+    out = [(p, raw, providers.WireContext()) for p, raw in SYNTHETIC]
+    if PROVIDER_FIXTURES.exists():
+        for provider in ("anthropic", "openai", "google"):
+            for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
+                for rec in recorded(provider, path.name):
+                    out.append((provider, rec.raw, providers.WireContext(
+                        rec.api_version, rec.request, rec.url or None)))
+    return out
+
+
+def observed() -> dict[str, dict[str, set[str]]]:
+    """registry name -> value -> producers seen emitting it."""
+    seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for provider, raw, context in _inputs():
+        producer = providers.ADAPTERS[provider]
+        builder = EventBuilder()
+        builder.begin_response("initial")
+        for part in providers.parse(provider, raw, context):
+            if isinstance(part, parts.ResponseEnd):
+                seen["end_reasons"][part.end_reason].add(producer)
+            elif isinstance(part, parts.Activity):
+                seen["activity_names"][part.name].add(producer)
+            for event in builder.feed(part):
+                seen["event_kinds"][event.kind].add("conversations.builder")
+        for event in builder.end_response():
+            seen["event_kinds"][event.kind].add("conversations.builder")
+        if builder.outcome.end_reason in {"interrupted", "error"} and not any(
+            isinstance(p, parts.ResponseEnd) for p in providers.parse(provider, raw, context)
+        ):
+            seen["end_reasons"][builder.outcome.end_reason].add("conversations.builder")
+    # The builder's own end reasons: a cut stream, and an error it records itself.
+    cut = EventBuilder()
+    cut.begin_response("initial")
+    cut.feed(parts.ResponseStart("x", "y"))
+    cut.end_response()
+    seen["end_reasons"][cut.outcome.end_reason].add("conversations.builder")
+    failed = EventBuilder()
+    failed.begin_response("initial")
+    failed.feed(parts.StreamError("overloaded"))
+    seen["end_reasons"][failed.outcome.end_reason].add("conversations.builder")
+    # Triggers: how ingest chains the responses of one turn.
+    chains = [
+        [_anthropic("pause_turn"), _anthropic("tool_use", [
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]), _anthropic("end_turn"),
+         _anthropic("end_turn")],
+    ]
+    for chain in chains:
+        builder, _ = assemble("anthropic", [ResponseFile(f"r{i}", raw)
+                                            for i, raw in enumerate(chain)])
+        for response in builder.responses:
+            seen["triggers"][response["trigger"]].add("conversations.ingest")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def seen():
+    return observed()
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_registered_value_has_a_producer_that_emits_it(name, seen):
+    registry: Registry = ALL[name]
+    missing = {
+        (value, producer)
+        for value in registry
+        for producer in registry.producers(value)
+        if producer not in seen[name].get(value, set())
+    }
+    assert not missing, f"{name}: registered but never emitted by the named producer: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_no_producer_emits_an_unregistered_value(name, seen):
+    registry: Registry = ALL[name]
+    unregistered = {value for value in seen[name] if value not in registry}
+    assert not unregistered, f"{name}: emitted but not registered: {unregistered}"
+    for value, producers_ in seen[name].items():
+        assert producers_ <= registry.producers(value), (name, value)
+
+
+def test_end_reason_registry_refuses_unknown_values():
+    assert "because" not in END_REASONS
