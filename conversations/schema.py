@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import best_match
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "export.schema.json"
 
@@ -25,7 +26,7 @@ def _validator() -> Draft202012Validator:
 
 def validate_export(doc: Any) -> None:
     """Raise ``InvalidDocument`` naming the first problem (path and message)."""
-    error = next(iter(sorted(_validator().iter_errors(doc), key=lambda e: e.path)), None)
+    error = best_match(_validator().iter_errors(doc))
     if error is None:
         return
     where = "/".join(str(p) for p in error.absolute_path) or "(document)"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -24,11 +23,9 @@ class Command(BaseCommand):
         except (Conversation.DoesNotExist, ValidationError):
             raise CommandError(f"no conversation {options['conversation_id']!r}") from None
         if options["format"] == "json":
-            data = export_json(conversation, options["projection"])
+            text = export_json(conversation, options["projection"]).decode()
         else:
             from conversations.exports import render_document
 
-            data = render_document(conversation, options["format"]).encode()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.write(b"\n")
-        sys.stdout.flush()
+            text = render_document(conversation, options["format"])
+        self.stdout.write(text)
