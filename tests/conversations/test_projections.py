@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from conversations.ingest import ResponseFile, ingest
+from conversations.ingest import ingest
 from conversations.models import Conversation, Event, ProviderPayload
 from conversations.projections import export_json, import_document
 from conversations.schema import InvalidDocument, validate_export
