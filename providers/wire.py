@@ -96,6 +96,7 @@ def _sse(text: str) -> Iterator[Frame]:
     data: list[str] = []
     first_line: int | None = None
     lines = text.splitlines()
+    unterminated = not text.endswith(("\n", "\r"))
     for number, line in enumerate(lines, start=1):
         if not line:
             if data:
@@ -116,6 +117,8 @@ def _sse(text: str) -> Iterator[Frame]:
             first_line = first_line or number
         elif name in {"id", "retry"}:
             continue
+        elif number == len(lines) and unterminated:
+            break  # the stream was cut inside this line
         else:
             raise MalformedInput(f"not a server-sent event line: {line[:80]!r}", line=number)
     if data:

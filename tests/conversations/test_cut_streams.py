@@ -1,0 +1,68 @@
+"""Streams cut at arbitrary points: ingest never crashes, never stores a stale range, and keeps
+the citations received so far (marked incomplete)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conversations.ingest import ResponseFile, assemble
+from tests.support import PROVIDER_FIXTURES, recorded
+
+STREAMS = [
+    ("anthropic", "vercel-ai__anthropic-web-search-tool.1.chunks.txt", 0),
+    ("anthropic", "pydantic-ai__test_anthropic_model_thinking_part_redacted_stream.yaml", 0),
+    ("anthropic", "vercel-ai__anthropic-issue-10819-web-fetch-error.1.chunks.txt", 0),
+    ("openai", "vercel-ai__openai-web-search-tool.1.chunks.txt", 0),
+    ("openai", "pydantic-ai__test_openai_include_raw_annotations_streaming.yaml", 0),
+    ("openai", "pydantic-ai__test_openrouter_web_search_annotations_stream.yaml", 0),
+    ("google", "pydantic-ai__test_google_model_web_search_tool_stream.yaml", 0),
+    ("google", "vercel-ai__interactions-google-search.chunks.txt", 0),
+]
+
+
+@functools.cache
+def stream_text(provider: str, name: str, index: int) -> str:
+    return recorded(provider, name)[index].raw.decode()
+
+
+@pytest.mark.skipif(not PROVIDER_FIXTURES.exists(), reason=f"{PROVIDER_FIXTURES} is absent")
+@pytest.mark.parametrize(("provider", "name", "index"), STREAMS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fraction=st.floats(min_value=0.0, max_value=1.0))
+def test_cut_anywhere(provider, name, index, fraction):
+    text = stream_text(provider, name, index)
+    cut = text[: max(1, int(len(text) * fraction))]
+    if not cut.strip():
+        return
+    builder, records = assemble(provider, [ResponseFile("cut", cut.encode())])
+    if fraction < 1.0 and len(cut) < len(text.rstrip()):
+        assert builder.outcome.status in {"interrupted", "complete", "failed"}
+    for record in records:
+        for a in record.attributions:
+            if a.start is not None:
+                assert 0 <= a.start < a.end <= len(record.text)
+        if record.incomplete:
+            assert all(a.incomplete for a in record.attributions)
+    if builder.outcome.status == "interrupted":
+        partial = [r for r in records if r.incomplete]
+        assert all(r.payload is None for r in partial)  # partial metadata is dropped
+
+
+def test_citations_received_before_the_cut_are_kept():
+    """Anthropic sends a cited block's citations before its text: cut inside that text."""
+    if not PROVIDER_FIXTURES.exists():
+        pytest.skip(f"{PROVIDER_FIXTURES} is absent")
+    text = stream_text("anthropic", "vercel-ai__anthropic-web-search-tool.1.chunks.txt", 0)
+    lines = text.splitlines(keepends=True)
+    first_citation = next(i for i, line in enumerate(lines) if "citations_delta" in line)
+    after = next(i for i in range(first_citation, len(lines)) if "text_delta" in lines[i])
+    builder, records = assemble("anthropic", [ResponseFile("cut", "".join(
+        lines[: after + 1]).encode())])
+    assert builder.outcome.status == "interrupted"
+    last = records[-1]
+    assert last.kind == "message" and last.incomplete
+    assert last.attributions and all(a.incomplete for a in last.attributions)
