@@ -1,3 +1,9 @@
 """Websocket routes."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from live.consumers import LiveConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/conversations/<uuid:conversation_id>/", LiveConsumer.as_asgi()),
+]

@@ -1,0 +1,121 @@
+"""The websocket a conversation page subscribes to: ``/ws/conversations/<id>/``.
+
+Behind AuthMiddlewareStack and AllowedHostsOriginValidator (``turnscope.asgi``). Only the owner
+of the conversation (or staff) may subscribe; the connection is accepted and then closed with an
+application close code, so the browser knows not to retry: 4401 not logged in, 4403 not yours
+(or no such conversation). Browser messages are validated (``live.protocol``) and answered to
+that browser alone; nothing a browser sends reaches the channel layer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from conversations.models import Conversation
+from live import protocol, state
+
+log = logging.getLogger("turnscope.live")
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_POLICY = 1008  # too many bad or too frequent messages
+CLOSE_TOO_BIG = 1009
+CLOSE_UNSUPPORTED = 1003
+
+MAX_BAD_MESSAGES = 5
+RATE_WINDOW = 10.0  # seconds
+RATE_LIMIT = 60  # client messages per window
+
+
+def _can_view(user: Any, conversation_id: uuid.UUID) -> Conversation | None:
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        return None
+    if user.is_staff or (conversation.owner_id is not None and conversation.owner_id == user.pk):
+        return conversation
+    return None
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    conversation: Conversation | None = None
+    group: str | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            conversation_id = uuid.UUID(str(self.scope["url_route"]["kwargs"]["conversation_id"]))
+        except (KeyError, ValueError):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.conversation = await database_sync_to_async(_can_view)(user, conversation_id)
+        if self.conversation is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.group = protocol.group_name(conversation_id)
+        self._bad = 0
+        self._window_start = time.monotonic()
+        self._window_count = 0
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        from live import demo_hooks
+
+        demo_hooks.viewer_joined(conversation_id)
+        # Joined first, then the snapshot: anything committed after it arrives as messages.
+        snapshot = await database_sync_to_async(state.conversation_state)(self.conversation)
+        snapshot["type"] = "hello"
+        await self.send(text_data=protocol.dumps(snapshot))
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None:
+            return
+        if bytes_data is not None:
+            await self.close(code=CLOSE_UNSUPPORTED)
+            return
+        if text_data is not None and len(text_data) > protocol.MAX_CLIENT_MESSAGE:
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        if not self._within_rate():
+            await self.close(code=CLOSE_POLICY)
+            return
+        try:
+            message = protocol.parse_client_message(text_data, bytes_data)
+        except protocol.InvalidClientMessage as exc:
+            self._bad += 1
+            if self._bad >= MAX_BAD_MESSAGES:
+                await self.close(code=CLOSE_POLICY)
+                return
+            await self.send(text_data=protocol.dumps({"type": "error", "error": str(exc)}))
+            return
+        if message["type"] == "ping":
+            await self.send(text_data=protocol.dumps({"type": "pong", "ts": protocol.now_ts()}))
+        else:
+            snapshot = await database_sync_to_async(state.conversation_state)(
+                self.conversation, message["after"]
+            )
+            await self.send(text_data=protocol.dumps(snapshot))
+
+    def _within_rate(self) -> bool:
+        now = time.monotonic()
+        if now - self._window_start > RATE_WINDOW:
+            self._window_start, self._window_count = now, 0
+        self._window_count += 1
+        return self._window_count <= RATE_LIMIT
+
+    async def live_message(self, event: dict[str, Any]) -> None:
+        """A message the turn runner published to this conversation's group."""
+        text = event.get("text")
+        if isinstance(text, str):
+            await self.send(text_data=text)

@@ -1,0 +1,70 @@
+"""Turns whose runner is gone: a server restart, a killed process.
+
+A streaming turn without a runner heartbeat, in a conversation nothing has written to for
+``ORPHAN_AFTER`` seconds, is finished as interrupted: the text its tail had streamed so far is
+committed as an incomplete event (with its citations, marked incomplete), so the page says what
+happened and keeps the partial text. With the local-memory cache the tail dies with its process;
+with Redis it survives the restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from conversations import store
+from conversations.builder import AttributionRecord, EventRecord
+from conversations.models import Turn
+from live import streaming
+
+log = logging.getLogger("turnscope.live")
+
+ORPHAN_AFTER = 60  # seconds of silence before a turn without heartbeat counts as orphaned
+
+
+def reap_orphans(conversation_id: Any = None, *, force: bool = False) -> list[Turn]:
+    """Finish orphaned streaming turns (of one conversation, or all). ``force`` skips the
+    silence check: for a server that knows it runs alone and has just started."""
+    turns = Turn.objects.filter(status=Turn.Status.STREAMING).select_related("conversation")
+    if conversation_id is not None:
+        turns = turns.filter(conversation_id=conversation_id)
+    quiet_since = timezone.now() - timedelta(seconds=ORPHAN_AFTER)
+    reaped = []
+    for turn in turns:
+        if streaming.is_running(turn.pk):
+            continue
+        if not force and turn.conversation.updated_at > quiet_since:
+            continue
+        if not cache.add(f"turnscope:live:reap:{turn.pk}", 1, 30):
+            continue  # another process is on it
+        if _finish_orphan(turn):
+            reaped.append(turn)
+    return reaped
+
+
+def _finish_orphan(turn: Turn) -> bool:
+    tail = streaming.current_tail(turn.pk) or {}
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if locked.status != Turn.Status.STREAMING:
+            return False
+        text = tail.get("text") or ""
+        if tail.get("key") and text:
+            cites = [
+                AttributionRecord(url=c.get("url", ""), title=c.get("title", ""), incomplete=True)
+                for c in tail.get("citations") or []
+            ]
+            kind = "reasoning" if tail.get("kind") == "reasoning" else "message"
+            record = EventRecord(kind, text=text, incomplete=True,
+                                 attributions=cites if kind == "message" else [],
+                                 body={"redacted": False} if kind == "reasoning" else {})
+            store.append_events(locked, [record])
+        store.finish_turn(locked, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
+    streaming.drop_tail(turn.pk)
+    log.warning("turn %s had no runner left: finished as interrupted", turn.pk)
+    return True

@@ -1,0 +1,409 @@
+"""The turn runner: a provider stream -> adapter -> EventBuilder -> store, published as it goes.
+
+One runner drives one agent turn, as an asyncio task in the server process (DB work through
+``sync_to_async``). It is the only writer of its turn. For every part:
+
+* text deltas are folded into the turn's *tail* and flushed about every ``coalesce`` seconds:
+  the tail goes to the cache (``live.streaming``) first, then one ``delta`` message is
+  published with the next per-turn ``delta_seq``;
+* events the builder completes are committed (tail cleared first, then the store, then one
+  ``events`` message with their contiguous seqs) so a fragment rendered at any moment shows a
+  block either in the tail or as an event, never both;
+* the model is recorded once, from the first response that names it (``turn`` message).
+
+A stream that ends without its terminal event leaves the turn interrupted: the builder commits
+the partial text of open blocks as incomplete events with their citations marked incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Iterable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
+
+from conversations import parts, store
+from conversations.builder import EventBuilder, EventRecord
+from conversations.ingest import _CONTINUATION_TRIGGERS
+from conversations.models import Conversation, Event, Turn
+from live import publish, sources, streaming
+from live.models import Recording
+
+log = logging.getLogger("turnscope.live")
+
+COALESCE_SECONDS = 0.05
+
+
+def _db(fn: Any) -> Any:
+    return sync_to_async(fn, thread_sensitive=True)
+
+
+_cache_call = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
+
+
+async def _cache(fn: Any, *args: Any) -> None:
+    """A cache write off the event loop, unless the cache is this process's memory (then an
+    inline call is cheaper than a thread hop)."""
+    if isinstance(caches["default"], LocMemCache):
+        fn(*args)
+    else:
+        await _cache_call(fn, *args)
+
+
+def _event_brief(event: Event) -> dict[str, Any]:
+    brief: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind,
+                             "incomplete": event.incomplete}
+    if event.kind == "hosted_activity":
+        a = event.data.get("activity", {})
+        brief["activity"] = {k: a.get(k) for k in ("id", "name", "state", "summary")}
+    return brief
+
+
+class TurnRunner:
+    """Drive one agent turn of ``conversation`` from a part source."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        speed: float = 1.0,
+        coalesce: float = COALESCE_SECONDS,
+        layer: Any = None,
+    ) -> None:
+        self.conversation = conversation
+        self.speed = speed if speed and speed > 0 else float("inf")
+        self.coalesce = coalesce
+        self.layer = layer
+        self.turn: Turn | None = None
+        self.builder = EventBuilder()
+        self.last_seq = 0
+        # tail state
+        self.delta_seq = 0
+        self.tail_key: str | None = None
+        self.tail_kind = ""
+        self.tail_text: list[str] = []
+        self.tail_cites: list[dict[str, str]] = []
+        self.block_seq: int | None = None
+        self.pending: list[str] = []
+        self.pending_cites: list[dict[str, str]] = []
+        self.flush_at: float | None = None
+        self._due = 0.0
+        self._provenance_done = False
+
+    # -- entry points ------------------------------------------------------------------------
+
+    async def run(
+        self,
+        responses: list[Iterable[parts.Part]],
+        *,
+        recording: tuple[str, list[sources.WireResponse]] | None = None,
+    ) -> Turn:
+        loop = asyncio.get_running_loop()
+        self._due = loop.time()
+        self.turn = await _db(self._start)(recording)
+        await self._publish_turn()
+        beat = asyncio.create_task(self._heartbeat())
+        trigger = "initial"
+        try:
+            for response in responses:
+                self.builder.begin_response(trigger)
+                try:
+                    for part in response:
+                        await self._wait(sources.pace(part))
+                        await self._handle(part)
+                except (ValueError, TypeError) as exc:  # unreadable rest: the stream stops here
+                    log.warning("turn %s: stream stopped: %s", self.turn.pk, exc)
+                    await self._flush()
+                    await self._commit(self.builder.end_response(), closes_tail=True)
+                    break
+                await self._flush()
+                await self._commit(self.builder.end_response(), closes_tail=True)
+                if self.builder.outcome.status in ("interrupted", "failed"):
+                    break
+                trigger = _CONTINUATION_TRIGGERS.get(self.builder.outcome.end_reason,
+                                                     "continuation")
+            await self._finish(self.builder.outcome.status, self.builder.outcome.end_reason)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abort())
+            raise
+        finally:
+            beat.cancel()
+        return self.turn
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _start(self, recording: tuple[str, list[sources.WireResponse]] | None) -> Turn:
+        self.conversation.refresh_from_db()
+        self.last_seq = self.conversation.next_seq - 1
+        turn = store.start_turn(self.conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
+        if recording:
+            import orjson
+
+            provider, responses = recording
+            Recording.objects.create(
+                turn=turn, provider=provider,
+                responses=orjson.dumps([r.as_dict() for r in responses]).decode(),
+            )
+        streaming.write_tail(turn.pk, self._tail_doc())
+        streaming.beat(turn.pk, self._beat_info())
+        return turn
+
+    async def _wait(self, seconds: float) -> None:
+        """Advance the paced clock by ``seconds / speed``, flushing deltas on time meanwhile."""
+        loop = asyncio.get_running_loop()
+        if self.speed != float("inf"):
+            self._due = max(self._due, loop.time() - 0.25) + seconds / self.speed
+        while True:
+            now = loop.time()
+            if self.pending and self.flush_at is not None and self.flush_at <= max(now,
+                                                                                   self._due):
+                if self.flush_at > now:
+                    await asyncio.sleep(self.flush_at - now)
+                await self._flush()
+                continue
+            if self._due - now > 0.001:
+                await asyncio.sleep(self._due - now)
+            return
+
+    async def _handle(self, part: parts.Part) -> None:
+        if isinstance(part, parts.BlockStart):
+            await self._flush()
+            if not part.redacted:
+                await self._open_tail(part.key, part.kind)
+        records = self.builder.feed(part)
+        if isinstance(part, parts.ResponseStart) and not self._provenance_done:
+            await self._provenance()
+        elif isinstance(part, parts.TextDelta) and part.text:
+            if part.key != self.tail_key:
+                await self._flush()
+                await self._open_tail(part.key, "message")
+            self._queue(part.text, None)
+        elif isinstance(part, parts.Citation) and part.key == self.tail_key:
+            self._queue("", {"url": part.url, "title": part.title})
+        closes = isinstance(part, parts.ResponseEnd | parts.StreamError) or (
+            isinstance(part, parts.BlockEnd) and part.key == self.tail_key
+        )
+        if records or closes:
+            await self._flush()
+            await self._commit(records, closes_tail=closes)
+        elif self.flush_at is not None and asyncio.get_running_loop().time() >= self.flush_at:
+            await self._flush()
+
+    def _queue(self, text: str, cite: dict[str, str] | None) -> None:
+        if text:
+            self.pending.append(text)
+        if cite:
+            self.pending_cites.append(cite)
+        if self.flush_at is None:
+            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
+
+    async def _open_tail(self, key: str, kind: str) -> None:
+        self.tail_key, self.tail_kind = key, kind
+        self.tail_text, self.tail_cites, self.block_seq = [], [], None
+
+    def _tail_doc(self) -> dict[str, Any]:
+        return {
+            "key": self.tail_key,
+            "kind": self.tail_kind or None,
+            "text": "".join(self.tail_text),
+            "delta_seq": self.delta_seq,
+            "block_seq": self.block_seq,
+            "citations": list(self.tail_cites),
+        }
+
+    async def _flush(self) -> None:
+        self.flush_at = None
+        if not self.pending and not self.pending_cites:
+            return
+        text, cites = "".join(self.pending), self.pending_cites
+        self.pending, self.pending_cites = [], []
+        self.delta_seq += 1
+        if self.block_seq is None:
+            self.block_seq = self.delta_seq
+        self.tail_text.append(text)
+        self.tail_cites.extend(cites)
+        assert self.turn is not None
+        # The cache first: a fragment or state read after this delta arrives includes it.
+        await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+        await publish.publish(self.conversation.pk, {
+            "type": "delta", "turn": str(self.turn.pk), "index": self.turn.index,
+            "key": self.tail_key, "kind": self.tail_kind, "delta_seq": self.delta_seq,
+            "block_seq": self.block_seq, "text": text, "citations": cites,
+        }, self.layer)
+
+    async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
+        assert self.turn is not None
+        if closes_tail and self.tail_key is not None:
+            self.tail_key, self.tail_kind = None, ""
+            self.tail_text, self.tail_cites, self.block_seq = [], [], None
+            await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+        if not records:
+            return
+        events = await _db(store.append_events)(self.turn, records)
+        self.last_seq = events[-1].seq
+        await publish.publish(self.conversation.pk, {
+            "type": "events", "turn": str(self.turn.pk), "index": self.turn.index,
+            "seq_from": events[0].seq, "seq_to": events[-1].seq,
+            "events": [_event_brief(e) for e in events],
+        }, self.layer)
+
+    async def _provenance(self) -> None:
+        assert self.turn is not None
+        if not (self.builder.provider and self.builder.model):
+            return
+        self._provenance_done = True
+        await _db(store.set_provenance)(self.turn, self.builder.provider, self.builder.model)
+        await self._publish_turn()
+
+    async def _finish(self, status: str, end_reason: str) -> None:
+        assert self.turn is not None
+        if status == "streaming":  # the builder never heard an end: the stream was cut
+            status, end_reason = "interrupted", "interrupted"
+        await _db(store.finish_turn)(self.turn, status=status, end_reason=end_reason,
+                                     responses=self.builder.responses)
+        await _cache(streaming.drop_tail, self.turn.pk)
+        await _cache(streaming.stop_beating, self.turn.pk)
+        await self._publish_turn()
+
+    async def _abort(self) -> None:
+        """Cancelled (shutdown, stop): keep what streamed, mark the turn interrupted."""
+        if self.turn is None:
+            return
+        try:
+            await self._flush()
+            records = self.builder.end_response()
+            await self._commit(records, closes_tail=True)
+            await self._finish("interrupted", "interrupted")
+        except Exception:
+            log.warning("turn %s: could not record the interruption", self.turn.pk,
+                        exc_info=True)
+
+    async def _publish_turn(self) -> None:
+        assert self.turn is not None
+        turn = self.turn
+        await publish.publish(self.conversation.pk, {
+            "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
+            "status": turn.status, "end_reason": turn.end_reason or None,
+            "model": turn.model_provenance, "seq": self.last_seq,
+        }, self.layer)
+
+    def _beat_info(self) -> dict[str, Any]:
+        return {"host": socket.gethostname(), "pid": os.getpid()}
+
+    async def _heartbeat(self) -> None:
+        assert self.turn is not None
+        while True:
+            await asyncio.sleep(streaming.HEARTBEAT_EVERY)
+            await _cache(streaming.beat, self.turn.pk, self._beat_info())
+
+
+# -- higher-level helpers -------------------------------------------------------------------
+
+
+async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
+    def write() -> tuple[Turn, list[Event]]:
+        turn = store.append_user_turn(conversation, text)
+        return turn, list(turn.events.order_by("seq"))
+
+    turn, events = await _db(write)()
+    seq = events[-1].seq if events else 0
+    await publish.publish(conversation.pk, {
+        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
+        "status": turn.status, "end_reason": None, "model": None, "seq": seq - len(events),
+    }, layer)
+    if events:
+        await publish.publish(conversation.pk, {
+            "type": "events", "turn": str(turn.pk), "index": turn.index,
+            "seq_from": events[0].seq, "seq_to": seq,
+            "events": [_event_brief(e) for e in events],
+        }, layer)
+    return turn
+
+
+async def run_recording(
+    conversation: Conversation,
+    provider: str,
+    responses: list[sources.WireResponse],
+    *,
+    prompt: str = "",
+    speed: float = 1.0,
+    coalesce: float = COALESCE_SECONDS,
+    layer: Any = None,
+) -> Turn:
+    """Stream a recorded provider response (and its continuations) as a new agent turn."""
+    if prompt:
+        await add_user_turn(conversation, prompt, layer)
+    runner = TurnRunner(conversation, speed=speed, coalesce=coalesce, layer=layer)
+    return await runner.run(sources.wire_responses(provider, responses),
+                            recording=(provider, responses))
+
+
+def _source_turns(source: Conversation) -> list[tuple[Turn, str, Any]]:
+    """(turn, user text or "", recording or None) for every turn of ``source``, in order."""
+    out = []
+    for turn in source.turns.order_by("index"):
+        if turn.role == Turn.Role.AGENT:
+            out.append((turn, "", Recording.objects.filter(turn=turn).first()))
+        else:
+            text = "\n\n".join(
+                e.text for e in turn.events.order_by("seq") if e.kind == "message"
+            )
+            out.append((turn, text, None))
+    return out
+
+
+async def replay(
+    source: Conversation,
+    target: Conversation,
+    *,
+    speed: float = 1.0,
+    coalesce: float = COALESCE_SECONDS,
+    layer: Any = None,
+) -> Conversation:
+    """Replay every turn of ``source`` into ``target``: user turns at once, agent turns live,
+    from their recording when there is one, else from their stored events."""
+    for turn, text, recording in await _db(_source_turns)(source):
+        if turn.role != Turn.Role.AGENT:
+            if text:
+                await add_user_turn(target, text, layer)
+            continue
+        runner = TurnRunner(target, speed=speed, coalesce=coalesce, layer=layer)
+        if recording is not None:
+            wire = [sources.WireResponse(**r) for r in recording.response_list]
+            await runner.run(sources.wire_responses(recording.provider, wire),
+                             recording=(recording.provider, wire))
+        else:
+            await runner.run(await _db(sources.event_responses)(turn))
+    return target
+
+
+def create_replay_target(source: Conversation, owner: Any) -> Conversation:
+    title = f"Replay of {source.title or source.pk}"
+    return store.create_conversation(title=title, owner=owner)
+
+
+# Tasks started in this process; kept referenced so the loop does not drop them mid-turn.
+active_tasks: set[asyncio.Task[Any]] = set()
+
+
+def spawn(coro: Awaitable[Any], name: str = "") -> asyncio.Task[Any]:
+    """Run ``coro`` as a task of the running loop (the server's), logging how it ends."""
+    task = asyncio.ensure_future(coro)
+    if name:
+        task.set_name(name)
+    active_tasks.add(task)
+
+    def done(t: asyncio.Task[Any]) -> None:
+        active_tasks.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            log.error("live task %s failed", t.get_name(), exc_info=t.exception())
+
+    task.add_done_callback(done)
+    return task
+

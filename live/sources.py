@@ -1,0 +1,138 @@
+"""Where a live turn's parts come from, and how fast they arrive.
+
+A source is a list of responses (a turn may span several: ``pause_turn`` and its continuation),
+each an iterable of stream parts. ``wire_responses`` reads a recording through the provider's
+adapter, exactly as ingest does. ``event_responses`` rebuilds a part stream from a stored turn
+(its native payloads included) for turns that have no recording.
+
+Recordings carry no timestamps, so the "recorded pace" is estimated per part from what a
+provider takes to produce it: text at ``CHARS_PER_SECOND``, a hosted search ``SEARCH_SECONDS``
+between its start and its result, ``FIRST_BYTE_SECONDS`` before a response starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+import providers
+from conversations import parts
+from conversations.models import Event, Turn
+
+CHARS_PER_SECOND = 90.0
+SEARCH_SECONDS = 1.4
+FIRST_BYTE_SECONDS = 0.5
+MIN_STEP = 0.004
+
+
+@dataclass(frozen=True)
+class WireResponse:
+    name: str
+    raw: str
+    api_version: str | None = None
+    endpoint: str | None = None
+    request: dict[str, Any] | None = None
+
+    def context(self) -> providers.WireContext:
+        return providers.WireContext(
+            api_version=self.api_version, request=self.request, endpoint=self.endpoint
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "raw": self.raw, "api_version": self.api_version,
+                "endpoint": self.endpoint, "request": self.request}
+
+
+def pace(part: parts.Part) -> float:
+    """Seconds a provider would plausibly take to produce ``part`` (at speed 1)."""
+    if isinstance(part, parts.TextDelta):
+        return max(MIN_STEP, len(part.text) / CHARS_PER_SECOND)
+    if isinstance(part, parts.ResponseStart):
+        return FIRST_BYTE_SECONDS
+    if isinstance(part, parts.Activity):
+        return SEARCH_SECONDS if part.state != "started" else 0.15
+    if isinstance(part, parts.BlockStart | parts.BlockEnd | parts.Citation | parts.Usage):
+        return MIN_STEP
+    return 0.05
+
+
+def wire_responses(provider: str, responses: list[WireResponse]) -> list[Iterator[parts.Part]]:
+    """Adapter-parsed part streams, one per recorded response (parsed lazily, in order)."""
+    providers.adapter(provider)  # fail early on an unknown provider
+    return [providers.parse(provider, r.raw.encode(), r.context()) for r in responses]
+
+
+_PIECE = re.compile(r"\S+\s*|\s+")
+
+
+def split_text(text: str, words: int = 3) -> list[str]:
+    """Text in word-sized pieces, as a provider would stream it ("".join gives it back)."""
+    pieces = _PIECE.findall(text)
+    return ["".join(pieces[i:i + words]) for i in range(0, len(pieces), words)] or [text]
+
+
+def _payload(row: Any) -> parts.Payload | None:
+    if row is None:
+        return None
+    return parts.Payload(row.provider, row.format, row.version, orjson.loads(row.value))
+
+
+def event_responses(turn: Turn) -> list[Iterable[parts.Part]]:
+    """A part stream that rebuilds ``turn``'s events through the EventBuilder: text blocks
+    split into deltas, citations with their code-point ranges, activities, tool calls and
+    artifacts as they were. An incomplete block is left open, so the replay ends the same way
+    (interrupted) when the original did."""
+    events = list(
+        Event.objects.filter(turn=turn).order_by("seq").select_related("payload")
+        .prefetch_related("attributions__replay")
+    )
+    return [_parts_from_events(turn, events)]
+
+
+def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
+    if turn.provider and turn.model:
+        yield parts.ResponseStart(turn.provider, turn.model)
+    cut = False
+    for n, event in enumerate(events):
+        body = event.data
+        payload = _payload(event.payload)
+        key = f"replay-{n}"
+        if event.kind in ("message", "reasoning"):
+            redacted = bool(body.get("redacted"))
+            yield parts.BlockStart(key, event.kind, redacted=redacted,
+                                   payload=payload if redacted else None)
+            for a in event.attributions.all() if event.kind == "message" else []:
+                yield parts.Citation(key, a.url, a.title, a.excerpt, a.range_start, a.range_end,
+                                     replay=_payload(a.replay))
+            if not redacted:
+                for piece in split_text(event.text):
+                    yield parts.TextDelta(key, piece)
+            if event.incomplete:
+                cut = True
+                continue
+            yield parts.BlockEnd(key, payload)
+        elif event.kind == "hosted_activity":
+            a = body.get("activity", {})
+            yield parts.Activity(
+                a.get("id", ""), a.get("name", ""), a.get("state", "started"),
+                input=a.get("input") or {}, summary=a.get("summary", ""),
+                sources=tuple(a.get("sources") or ()), error_code=a.get("error_code", ""),
+                payload=payload,
+            )
+        elif event.kind == "tool_call_request":
+            call = body.get("call", {})
+            yield parts.ToolCall(call.get("id", ""), call.get("name", ""), call.get("arguments"),
+                                 payload=payload)
+        elif event.kind == "error":
+            error = body.get("error", {})
+            yield parts.StreamError(error.get("code", "error"), error.get("message", ""),
+                                    payload=payload)
+        else:
+            yield parts.Artifact(body.get("type", event.kind), body.get("summary", ""),
+                                 display_html=body.get("display_html", ""), payload=payload)
+    if not cut and turn.status != Turn.Status.INTERRUPTED and turn.end_reason:
+        yield parts.ResponseEnd(turn.end_reason)

@@ -1,0 +1,63 @@
+"""HTTP side of live turns: the resync document and the replay button."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from conversations.models import Conversation
+from live import runner, state
+
+
+def owned_conversation(user: Any, conversation_id: Any) -> Conversation:
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None or not (user.is_staff or conversation.owner_id == user.pk):
+        raise Http404("no such conversation")  # the same answer for "not yours"
+    return conversation
+
+
+def conversation_url(conversation: Conversation) -> str:
+    try:
+        return reverse("conversation-detail", args=[conversation.pk])
+    except NoReverseMatch:
+        return f"/c/{conversation.pk}/"
+
+
+@never_cache
+@require_GET
+@login_required
+def state_view(request: HttpRequest, conversation_id: Any) -> HttpResponse:
+    """``GET /c/<id>/state/?after=<seq>``: last seq, every turn's status, streaming tails."""
+    conversation = owned_conversation(request.user, conversation_id)
+    try:
+        after = max(0, int(request.GET.get("after", "0")))
+    except ValueError:
+        return JsonResponse({"error": "after must be an integer"}, status=400)
+    return JsonResponse(state.conversation_state(conversation, after))
+
+
+@require_POST
+async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpResponse:
+    """``POST /c/<id>/replay/``: replay this conversation live into a new one, go there.
+
+    The replay runs as a task on the server's event loop (this view is async for that)."""
+    user = await request.auser()
+    if not user.is_authenticated:
+        from django.contrib.auth.views import redirect_to_login
+
+        return redirect_to_login(request.get_full_path())
+    source = await sync_to_async(owned_conversation)(user, conversation_id)
+    try:
+        speed = float(request.POST.get("speed", "1") or 1)
+    except ValueError:
+        speed = 1.0
+    speed = min(max(speed, 0.1), 100.0)
+    target = await sync_to_async(runner.create_replay_target)(source, user)
+    runner.spawn(runner.replay(source, target, speed=speed), name=f"replay-{target.pk}")
+    return HttpResponseRedirect(conversation_url(target))

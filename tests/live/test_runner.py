@@ -1,0 +1,181 @@
+"""The turn runner: the live path stores exactly what ingest stores, and publishes it in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+
+from conversations import store
+from conversations.ingest import ResponseFile, ingest
+from conversations.models import Event, Turn
+from conversations.projections import turn_dict
+from live import bundled, recovery, runner, sources, streaming
+from live.models import Recording
+from tests.live.helpers import Listener, by_type
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SAMPLES = [s for s in bundled.samples() if s.available()]
+
+
+def portable(turn: Turn) -> dict:
+    """A turn's portable projection without ids, seqs and timestamps (which differ per run)."""
+    doc = turn_dict(turn, list(turn.events.order_by("seq")))
+    doc.pop("id"), doc.pop("created_at"), doc.pop("index")
+    for event in doc["events"]:
+        event.pop("id"), event.pop("seq")
+    return doc
+
+
+async def run_sample(sample, conversation, speed=0.0, coalesce=0.05):
+    async with Listener(conversation.pk) as listener:
+        task = asyncio.ensure_future(runner.run_recording(
+            conversation, sample.provider, list(sample.responses), prompt=sample.prompt,
+            speed=speed, coalesce=coalesce))
+        await listener.drain(until=task, quiet=0.2)
+        turn = await task
+    return turn, listener.messages
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.slug for s in SAMPLES])
+def test_live_turn_stores_what_ingest_stores(sample, owner):
+    conversation = store.create_conversation(title="live", owner=owner)
+    turn, messages = async_to_sync(run_sample)(sample, conversation)
+    summary = ingest(sample.provider,
+                     [ResponseFile(r.name, r.raw.encode(), r.context()) for r in sample.responses],
+                     owner=owner, title=sample.title, prompt=sample.prompt)
+    turn.refresh_from_db()
+    assert portable(turn) == portable(summary.turn)
+    assert turn.status == summary.turn.status
+    assert Recording.objects.filter(turn=turn, provider=sample.provider).exists()
+
+    # committed seqs are contiguous and cover every event
+    seqs = [s for m in by_type(messages, "events") for s in range(m["seq_from"], m["seq_to"] + 1)]
+    assert seqs == list(Event.objects.filter(conversation=conversation)
+                        .order_by("seq").values_list("seq", flat=True))
+    # deltas: contiguous per turn, and each block's deltas spell a committed event's text
+    deltas = [m for m in by_type(messages, "delta") if m["turn"] == str(turn.pk)]
+    assert [m["delta_seq"] for m in deltas] == list(range(1, len(deltas) + 1))
+    blocks: dict[int, str] = {}
+    for m in deltas:
+        blocks[m["block_seq"]] = blocks.get(m["block_seq"], "") + m["text"]
+    texts = [e.text for e in turn.events.order_by("seq") if e.kind in ("message", "reasoning")]
+    assert list(blocks.values()) == [t for t in texts if t]
+    # the model chip comes before the first delta; the last message says how the turn ended
+    turn_messages = [m for m in by_type(messages, "turn") if m["turn"] == str(turn.pk)]
+    first_model = next(i for i, m in enumerate(messages) if m["type"] == "turn" and m["model"])
+    assert not deltas or first_model < messages.index(deltas[0])
+    assert turn_messages[-1]["status"] == turn.status
+    assert turn_messages[-1]["seq"] == seqs[-1]
+    assert streaming.current_tail(turn.pk) is None  # a finished turn leaves no tail
+
+
+def test_cut_stream_leaves_turn_interrupted_with_partial_text(owner):
+    conversation = store.create_conversation(owner=owner)
+    turn, _ = async_to_sync(run_sample)(bundled.sample("anthropic-cut-stream"), conversation)
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    last = turn.events.order_by("seq").last()
+    assert last.incomplete and last.text.endswith("first-aid kit with ")
+
+
+def test_deltas_are_coalesced_and_tail_is_readable_mid_stream(owner):
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+    text_parts = sum(1 for r in sources.wire_responses(sample.provider, list(sample.responses))
+                     for p in r if type(p).__name__ == "TextDelta")
+
+    async def go():
+        task = asyncio.ensure_future(run_sample(sample, conversation, speed=8.0))
+        seen = []
+        while not task.done():
+            await asyncio.sleep(0.1)
+            turn = await sync_to_async(
+                lambda: Turn.objects.filter(conversation=conversation, role="agent").first())()
+            if turn is not None:
+                tail = streaming.current_tail(turn.pk)
+                if tail and tail["text"]:
+                    seen.append(tail)
+        turn, messages = await task
+        return turn, messages, seen
+
+    turn, messages, seen = async_to_sync(go)()
+    deltas = by_type(messages, "delta")
+    assert len(deltas) < text_parts  # coalesced (about every 50 ms), not one per wire delta
+    assert seen, "the tail was never visible in the cache while streaming"
+    final = [e.text for e in turn.events.all()]
+    for tail in seen:
+        assert any(text.startswith(tail["text"]) for text in final)
+
+
+def test_cancelled_turn_keeps_partial_text_and_is_interrupted(owner):
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+
+    async def go():
+        task = asyncio.ensure_future(runner.run_recording(
+            conversation, sample.provider, list(sample.responses), speed=4.0))
+        while True:
+            await asyncio.sleep(0.05)
+            tails = [streaming.current_tail(t.pk) for t in await sync_to_async(list)(
+                Turn.objects.filter(conversation=conversation))]
+            if any(t and len(t["text"]) > 40 for t in tails):
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async_to_sync(go)()
+    turn = Turn.objects.get(conversation=conversation)
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    last = turn.events.order_by("seq").last()
+    assert last.kind == "message" and last.incomplete and len(last.text) > 40
+
+
+def test_replay_without_recording_rebuilds_from_events(owner):
+    sample = bundled.sample("anthropic-pause-turn")
+    summary = ingest(sample.provider,
+                     [ResponseFile(r.name, r.raw.encode(), r.context()) for r in sample.responses],
+                     owner=owner, title="source", prompt=sample.prompt)
+    assert not Recording.objects.filter(turn=summary.turn).exists()
+    target = runner.create_replay_target(summary.conversation, owner)
+    async_to_sync(runner.replay)(summary.conversation, target, speed=0)
+    turns = list(target.turns.order_by("index"))
+    assert [t.role for t in turns] == ["user", "agent"]
+    assert turns[0].events.get().text == sample.prompt
+    assert portable(turns[1]) | {"end_reason": None} == portable(summary.turn) | {
+        "end_reason": None}
+
+
+def test_replay_of_sample_uses_its_recording(owner):
+    [(_sample, source, created)] = bundled.load(owner, only=["anthropic-failed-search"])
+    assert created
+    assert bundled.load(owner, only=["anthropic-failed-search"])[0][2] is False  # idempotent
+    target = runner.create_replay_target(source, owner)
+    async_to_sync(runner.replay)(source, target, speed=0)
+    agent = target.turns.get(role="agent")
+    assert Recording.objects.get(turn=agent).provider == "anthropic"
+    assert portable(agent) == portable(source.turns.get(role="agent"))
+    failed = [e.data["activity"] for e in agent.events.filter(kind="hosted_activity")]
+    assert [a["state"] for a in failed] == ["started", "failed", "started", "completed"]
+
+
+def test_orphaned_turn_is_finished_with_its_tail(owner):
+    conversation = store.create_conversation(owner=owner)
+    turn = store.start_turn(conversation, "agent", status="streaming")
+    streaming.write_tail(turn.pk, {"key": "b0", "kind": "message", "text": "Half a sent",
+                                   "delta_seq": 3, "block_seq": 1,
+                                   "citations": [{"url": "https://a.example/", "title": "A"}]})
+    assert recovery.reap_orphans(conversation.pk) == []  # not quiet long enough yet
+    streaming.beat(turn.pk, {})
+    assert recovery.reap_orphans(conversation.pk, force=True) == []  # its runner is alive
+    streaming.stop_beating(turn.pk)
+    assert [t.pk for t in recovery.reap_orphans(conversation.pk, force=True)] == [turn.pk]
+    turn.refresh_from_db()
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    event = turn.events.get()
+    assert (event.text, event.incomplete) == ("Half a sent", True)
+    cite = event.attributions.get()
+    assert (cite.url, cite.incomplete) == ("https://a.example/", True)
+    assert streaming.current_tail(turn.pk) is None
