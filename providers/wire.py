@@ -1,15 +1,21 @@
 """The one reader for provider wire input: raw SSE text, one JSON event per line, or a JSON body.
 
-Adapters receive ``Frame`` objects and never look at bytes. A stream whose last event was cut
-mid-way (no terminating blank line / newline, and not valid JSON) simply ends: that is a cut
-stream, not a malformed file. A bad line anywhere else is ``MalformedInput`` naming the line.
+Adapters receive frames (``WireInput.rows``) and never look at bytes. A stream whose last event
+was cut mid-way (no terminating blank line / newline, and not valid JSON) simply ends: that is a
+cut stream, not a malformed file. A bad line anywhere else is ``MalformedInput`` naming the line.
+
+The reader works on the UTF-8 bytes and hands each event's JSON text to orjson as bytes (orjson
+validates UTF-8 itself); only the short non-JSON lines (event names, comments) are decoded.
+Lines end at CR, LF or CRLF, as SSE defines them (a U+2028 inside a JSON string is not a line
+break).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -30,8 +36,7 @@ class MalformedInput(ValueError):
         return f"{where}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One decoded wire event. ``event`` is the SSE event name, when the wire had one."""
 
     line: int
@@ -39,99 +44,201 @@ class Frame:
     event: str | None = None
 
 
+Row = tuple[int, Any, "str | None"]  # a Frame's fields as a plain tuple: (line, data, event)
+
+
 @dataclass(frozen=True, slots=True)
 class WireInput:
+    """The decoded input. ``rows`` are the frames as plain ``(line, data, event)`` tuples (what
+    the adapters iterate: cheaper to build than named tuples); ``frames`` names their fields."""
+
     kind: Literal["stream", "body"]
-    frames: tuple[Frame, ...]
+    rows: tuple[Row, ...]
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        return tuple(_tuple_new(Frame, row) for row in self.rows)
 
 
 DONE = object()  # the data of an SSE "[DONE]" sentinel (Chat Completions)
 
-
-def _loads(text: str | bytes, line: int) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedInput(f"invalid JSON ({exc})", line=line) from None
+_BOM = b"\xef\xbb\xbf"
+_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")
+_JSON_SPACE = re.compile(rb"[ \t\n\r]*")
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError
+_tuple_new = tuple.__new__
 
 
 def read(raw: bytes | str) -> WireInput:
     """Detect the wire shape of ``raw`` and decode it into frames."""
-    text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
-    text = text.removeprefix("\ufeff")
-    stripped = text.lstrip()
-    if not stripped:
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    data = data.removeprefix(_BOM)
+    start = _LEADING_SPACE.match(data).end()  # type: ignore[union-attr]
+    if start == len(data):
         raise MalformedInput("empty input", line=1)
-    if stripped[0] in "{[":
-        try:
-            body = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            return WireInput("stream", tuple(_json_lines(text)))
-        if isinstance(body, list):
-            # A JSON array of stream events (e.g. a saved streamGenerateContent response).
-            return WireInput("stream", tuple(Frame(i + 1, item) for i, item in enumerate(body)))
-        if not isinstance(body, dict):
-            raise MalformedInput("a JSON body must be an object", line=1)
-        return WireInput("body", (Frame(1, body),))
-    return WireInput("stream", tuple(_sse(text)))
+    first = data[start]
+    if first >= 0x80 or 0x1C <= first <= 0x1F:
+        # Leading Unicode whitespace (rare): strip it as text, as a str reader would.
+        stripped = data.decode("utf-8").lstrip()
+        if not stripped:
+            raise MalformedInput("empty input", line=1)
+        if stripped[0] in "{[":
+            return _document(stripped.encode(), data)
+    elif first == 0x7B or first == 0x5B:  # "{" or "["
+        if _first_of_lines(data, start):
+            return WireInput("stream", tuple(_json_lines(data)))
+        return _document(data[start:] if start else data, data)
+    return WireInput("stream", tuple(_sse(data)))
 
 
-def _json_lines(text: str) -> Iterator[Frame]:
-    lines = text.splitlines(keepends=True)
-    for number, line in enumerate(lines, start=1):
-        content = line.strip()
-        if not content:
-            continue
-        try:
-            data = orjson.loads(content)
-        except orjson.JSONDecodeError as exc:
-            if number == len(lines) and not line.endswith(("\n", "\r")):
-                return  # the stream was cut inside its last line
-            raise MalformedInput(f"invalid JSON ({exc})", line=number) from None
-        yield Frame(number, data)
+def _first_of_lines(data: bytes, start: int) -> bool:
+    """Whether the first line (from ``start``) is a whole JSON value with more after it: then the
+    input cannot be one document, and is JSON lines (decided without parsing all of it)."""
+    end = data.find(b"\n", start)
+    if end < 0:
+        return False
+    try:
+        _loads(memoryview(data)[start:end])
+    except _JSONDecodeError:
+        return False
+    return _JSON_SPACE.match(data, end).end() < len(data)  # type: ignore[union-attr]
 
 
-def _sse(text: str) -> Iterator[Frame]:
+def _document(document: bytes, data: bytes) -> WireInput:
+    """One JSON document (a body, or an array of stream events), else JSON lines."""
+    try:
+        body = _loads(document)
+    except _JSONDecodeError:
+        return WireInput("stream", tuple(_json_lines(data)))
+    if isinstance(body, list):
+        # A JSON array of stream events (e.g. a saved streamGenerateContent response).
+        return WireInput("stream", tuple((i + 1, item, None) for i, item in enumerate(body)))
+    if not isinstance(body, dict):
+        raise MalformedInput("a JSON body must be an object", line=1)
+    return WireInput("body", ((1, body, None),))
+
+
+def _lf_lines(data: bytes) -> bytes:
+    """``data`` with every line ending (CRLF, CR, LF) as LF, so lines can be found by memchr."""
+    if b"\r" not in data:
+        return data
+    ending = b"\n" if data.endswith((b"\n", b"\r")) else b""
+    return b"\n".join(data.splitlines()) + ending
+
+
+def _json_lines(data: bytes) -> list[Row]:
+    data = _lf_lines(data)
+    view = memoryview(data)
+    find = data.find
+    size = len(data)
+    frames: list[Row] = []
+    append = frames.append
+    pos = number = 0
+    while pos < size:
+        number += 1
+        end = find(b"\n", pos)
+        if end < 0:
+            end = size
+        if end > pos:
+            try:
+                append((number, _loads(view[pos:end]), None))
+            except _JSONDecodeError:
+                if end == size:
+                    break  # the stream was cut inside its last line
+                value = _padded_line(data[pos:end], number)
+                if value is not None:
+                    append((number, value, None))
+        pos = end + 1
+    return frames
+
+
+def _padded_line(line: bytes, number: int) -> Any:
+    """A line orjson refused as it is: blank, padded with other whitespace, or malformed."""
+    content = line.decode("utf-8").strip()
+    if not content:
+        return None
+    try:
+        return _loads(content)
+    except _JSONDecodeError as exc:
+        raise MalformedInput(f"invalid JSON ({exc})", line=number) from None
+
+
+def _sse(data: bytes) -> list[Row]:
+    data = _lf_lines(data)
+    view = memoryview(data)
+    find = data.find
+    starts = data.startswith
+    size = len(data)
+    frames: list[Row] = []
+    append = frames.append
     event: str | None = None
-    data: list[str] = []
-    first_line: int | None = None
-    lines = text.splitlines()
-    unterminated = not text.endswith(("\n", "\r"))
-    for number, line in enumerate(lines, start=1):
-        if not line:
-            if data:
-                yield _dispatch(event, data, first_line or number)
-            event, data, first_line = None, [], None
-            continue
-        if line.startswith(":"):
-            continue  # SSE comment (keep-alives, "OPENROUTER PROCESSING")
-        name, sep, value = line.partition(":")
-        if not sep:
-            name, value = line, ""
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
+    payload: Any = None  # the event's data: a view of its one data line, or the lines joined
+    pos = number = first_line = 0
+    while pos < size:
+        number += 1
+        end = find(b"\n", pos)
+        if end < 0:
+            end = size
+        if end == pos:  # a blank line dispatches the event
+            if payload is not None:
+                try:
+                    append((first_line, _loads(payload), event))
+                except _JSONDecodeError:
+                    append(_dispatch(event, payload, first_line))
+                payload = None
+            event, first_line = None, 0
+        elif starts(b"data: ", pos):
+            if payload is None:
+                payload = view[pos + 6 : end]
+                first_line = first_line or number
+            else:
+                payload = bytes(payload) + b"\n" + data[pos + 6 : end]
+        elif starts(b"event: ", pos):
+            event = data[pos + 7 : end].decode("utf-8")
             first_line = first_line or number
-        elif name == "data":
-            data.append(value)
-            first_line = first_line or number
-        elif name in {"id", "retry"}:
-            continue
-        elif number == len(lines) and unterminated:
-            break  # the stream was cut inside this line
         else:
-            raise MalformedInput(f"not a server-sent event line: {line[:80]!r}", line=number)
-    if data:
+            text = data[pos:end].decode("utf-8")
+            if text.startswith(":"):
+                pass  # SSE comment (keep-alives, "OPENROUTER PROCESSING")
+            else:
+                name, sep, value = text.partition(":")
+                if not sep:
+                    name, value = text, ""
+                value = value.removeprefix(" ")
+                if name == "event":
+                    event = value
+                    first_line = first_line or number
+                elif name == "data":
+                    encoded = value.encode()
+                    payload = encoded if payload is None else bytes(payload) + b"\n" + encoded
+                    first_line = first_line or number
+                elif name in {"id", "retry"}:
+                    pass
+                elif end == size:
+                    break  # the stream was cut inside this line
+                else:
+                    raise MalformedInput(
+                        f"not a server-sent event line: {text[:80]!r}", line=number
+                    )
+        pos = end + 1
+    if payload is not None:
         # The last event had no blank line after it: dispatch it when it is whole JSON;
         # otherwise the stream was cut inside it, and SSE never dispatches such an event.
-        try:
-            yield _dispatch(event, data, first_line or len(lines))
-        except MalformedInput:
-            return
+        with contextlib.suppress(MalformedInput, UnicodeDecodeError):
+            append(_dispatch(event, payload, first_line or number))
+    return frames
 
 
-def _dispatch(event: str | None, data: list[str], line: int) -> Frame:
-    payload = "\n".join(data)
-    if payload.strip() == "[DONE]":
-        return Frame(line, DONE, event)
-    return Frame(line, _loads(payload, line), event)
+def _dispatch(event: str | None, payload: Any, line: int) -> Row:
+    try:
+        return (line, _loads(payload), event)
+    except _JSONDecodeError:
+        pass
+    text = bytes(payload).decode("utf-8")
+    if text.strip() == "[DONE]":
+        return (line, DONE, event)
+    try:
+        return (line, _loads(text), event)
+    except _JSONDecodeError as exc:
+        raise MalformedInput(f"invalid JSON ({exc})", line=line) from None
