@@ -116,6 +116,12 @@ class EventBuilder:
 
     def feed(self, part: parts.Part) -> list[EventRecord]:
         """Consume one part; return the events it completes (often none)."""
+        if type(part) is _TextDelta:  # the bulk of every stream: append to the open block
+            block = self._blocks.get(part.key)  # type: ignore[union-attr]
+            if block is None:
+                return self._text_delta(part)  # type: ignore[arg-type]
+            block.chunks.append(part.text)  # type: ignore[union-attr]
+            return []
         handler = _HANDLERS.get(type(part))
         if handler is None:
             raise TypeError(f"not a stream part: {type(part).__name__}")
@@ -249,6 +255,7 @@ class EventBuilder:
         )
 
 
+_TextDelta = parts.TextDelta
 _HANDLERS = {
     parts.ResponseStart: EventBuilder._response_start,
     parts.BlockStart: EventBuilder._block_start,

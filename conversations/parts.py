@@ -6,6 +6,10 @@ Adapters (``providers/``) translate wire formats into these parts; the one Event
 A *block* is text that streams (assistant text or reasoning): ``BlockStart``, any number of
 ``TextDelta`` and ``Citation`` parts in any order, then ``BlockEnd`` with the block's native
 payload. Everything else arrives whole.
+
+Parts are values: nothing changes a part once it is made. They are plain slots dataclasses
+(equal and hashable by value) rather than frozen ones, whose ``__init__`` costs about twice as
+much, and an adapter makes one per streamed text delta.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, Literal
 RangeUnit = Literal["codepoint", "utf8", "utf16"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Payload:
     """A native provider artifact, kept verbatim for exact same-provider replay."""
 
@@ -34,7 +38,7 @@ class Payload:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ResponseStart:
     """A provider response begins. ``model`` is the served model the response names."""
 
@@ -43,7 +47,7 @@ class ResponseStart:
     response_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockStart:
     key: str
     kind: Literal["message", "reasoning"]
@@ -52,13 +56,13 @@ class BlockStart:
     payload: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TextDelta:
     key: str
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Citation:
     """An attribution on a block.
 
@@ -78,13 +82,13 @@ class Citation:
     replay: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockEnd:
     key: str
     payload: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Activity:
     """A hosted activity transition (a search or fetch the provider ran itself)."""
 
@@ -99,7 +103,7 @@ class Activity:
     payload: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ToolCall:
     """A client tool call the model asked the host to run."""
 
@@ -109,7 +113,7 @@ class ToolCall:
     payload: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Artifact:
     """A block or item this version does not understand, kept whole."""
 
@@ -121,21 +125,21 @@ class Artifact:
     payload: Payload | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Usage:
     """Usage counters (diagnostics only, never stored in the event log)."""
 
     counters: dict[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ResponseEnd:
     """The response finished: the provider said why."""
 
     end_reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class StreamError:
     """The provider reported an error inside the stream; the turn fails."""
 
