@@ -15,7 +15,22 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 
 from conversations.models import Attribution, Conversation, Event, RenderedHTML, Turn
 from conversations.projections import events_queryset, turn_dict
-from conversations.rendering import RENDERER_VERSION, RenderedTurn, render_turn
+from conversations.rendering import (
+    RENDERER_VERSION,
+    RenderedTurn,
+    clean_search_entry_point,
+    render_turn,
+)
+
+_VERSION = str(RENDERER_VERSION)
+
+
+@dataclass
+class Segment:
+    """A run of the turn as the page shows it: one message, or consecutive timeline items."""
+
+    kind: str  # "message" | "timeline"
+    items: list[Any]
 
 
 @dataclass
@@ -25,18 +40,40 @@ class TurnView:
     rendered: RenderedTurn
     tail: dict[str, Any] | None = None
 
+    @property
+    def segments(self) -> list[Segment]:
+        out: list[Segment] = []
+        for item in self.rendered.items:
+            kind = "message" if item.type == "message" else "timeline"
+            if kind == "timeline" and out and out[-1].kind == "timeline":
+                out[-1].items.append(item)
+            else:
+                out.append(Segment(kind, [item]))
+        return out
+
+    @property
+    def inline_styles(self) -> list[str]:
+        """The sanitized style blocks of provider-required displays (Google's search chip)."""
+        styles = []
+        for event in self.data["events"]:
+            if event["kind"] == "provider_artifact" and event.get("display_html"):
+                cleaned = clean_search_entry_point(event["display_html"])
+                if cleaned.startswith("<style>"):
+                    styles.append(cleaned[len("<style>"):cleaned.index("</style>")])
+        return styles
+
 
 def cached_html(event_ids: list[str]) -> dict[str, str]:
     rows = RenderedHTML.objects.filter(
-        event_id__in=event_ids, renderer_version=RENDERER_VERSION
+        event_id__in=event_ids, renderer_version=_VERSION
     ).values_list("event_id", "html")
     return {str(event_id): html for event_id, html in rows}
 
 
 def _store_html(rendered: RenderedTurn, known: dict[str, str]) -> None:
     fresh = [
-        RenderedHTML(event_id=event_id, renderer_version=RENDERER_VERSION, html=html)
-        for event_id, html in rendered.events_html.items()
+        RenderedHTML(event_id=event_id, renderer_version=_VERSION, html=str(html))
+        for event_id, html in rendered.fresh_html.items()
         if event_id not in known
     ]
     if not fresh:
@@ -60,7 +97,7 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
     known = cached_html(message_ids)
     views = []
     for turn, data in zip(turns, datas, strict=True):
-        rendered = render_turn(data, cached=known)
+        rendered = render_turn(data, cached_html=known)
         _store_html(rendered, known)
         views.append(TurnView(turn, data, rendered, _tail(turn)))
     return views

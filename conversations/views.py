@@ -26,7 +26,7 @@ def _allow_chip_styles(response: HttpResponse, views: list[reading.TurnView]) ->
     CSP; allow exactly its (sanitized) style blocks by hash, nothing else."""
     hashes = []
     for view in views:
-        for css in view.rendered.inline_styles:
+        for css in view.inline_styles:
             digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
             hashes.append(f"'sha256-{digest}'")
     if hashes:

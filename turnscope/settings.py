@@ -209,5 +209,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "turnscope": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

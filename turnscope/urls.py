@@ -8,4 +8,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("api.urls")),
     path("", include("conversations.urls")),
+    path("", include("live.urls")),
 ]
