@@ -235,13 +235,24 @@ class EventBuilder:
             body = {"redacted": block.redacted}
             return EventRecord("reasoning", text="" if block.redacted else text,
                                incomplete=incomplete, body=body, payload=payload)
-        attributions = [self._attribution(text, c, incomplete) for c in block.citations]
+        offsets = _Offsets(text) if block.citations else None
+        attributions = [self._attribution(text, c, incomplete, offsets) for c in block.citations]
         return EventRecord("message", text=text, incomplete=incomplete,
                            attributions=attributions, payload=payload)
 
     @staticmethod
-    def _attribution(text: str, citation: parts.Citation, incomplete: bool) -> AttributionRecord:
-        span = ranges.resolve(text, citation.start, citation.end, citation.unit, citation.quote)
+    def _attribution(
+        text: str, citation: parts.Citation, incomplete: bool, offsets: _Offsets | None = None
+    ) -> AttributionRecord:
+        start, end, unit = citation.start, citation.end, citation.unit
+        if unit != "codepoint" and start is not None and end is not None and 0 <= start < end:
+            # Convert a well-formed range once per block's encoding instead of per offset;
+            # anything the conversion cannot place is left to ranges.resolve as it came.
+            offsets = offsets or _Offsets(text)
+            first, last = offsets.codepoint(start, unit), offsets.codepoint(end, unit)
+            if first is not None and last is not None:
+                start, end, unit = first, last, "codepoint"
+        span = ranges.resolve(text, start, end, unit, citation.quote)
         if span is None and citation.start is not None:
             log.debug("dropped an attribution range that does not match the text")
         return AttributionRecord(
@@ -253,6 +264,36 @@ class EventBuilder:
             incomplete=incomplete,
             replay=citation.replay,
         )
+
+
+class _Offsets:
+    """Code-point offsets into one block's text from offsets in another unit, as
+    ``ranges._to_codepoints`` computes them, with the text encoded once per block."""
+
+    __slots__ = ("_encoded", "_text")
+
+    _ENCODINGS = {"utf8": ("utf-8", 1), "utf16": ("utf-16-le", 2)}
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._encoded: dict[str, bytes] = {}
+
+    def codepoint(self, offset: int, unit: str) -> int | None:
+        """The code-point index ``offset`` ``unit``s into the text; None where that splits a
+        character or lies beyond the end."""
+        encoding, width = self._ENCODINGS[unit]
+        if self._text.isascii():  # one byte (UTF-8) or one code unit (UTF-16) per character
+            return offset if offset <= len(self._text) else None
+        encoded = self._encoded.get(encoding)
+        if encoded is None:
+            encoded = self._encoded[encoding] = self._text.encode(encoding, "surrogatepass")
+        byte_offset = offset * width
+        if byte_offset > len(encoded):
+            return None
+        try:
+            return len(encoded[:byte_offset].decode(encoding, "surrogatepass"))
+        except UnicodeDecodeError:
+            return None
 
 
 _TextDelta = parts.TextDelta
