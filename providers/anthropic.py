@@ -45,7 +45,7 @@ from conversations.parts import (
 )
 from conversations.registries import ACTIVITY_NAMES, END_REASONS
 from providers import WireContext
-from providers.wire import DONE, Frame, MalformedInput, WireInput
+from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
 
 PROVIDER = "anthropic"
 DEFAULT_API_VERSION = "2023-06-01"
@@ -427,7 +427,7 @@ def _body(frame: Frame, v: _Versions) -> Iterator[Part]:
 # Streams
 
 
-@dataclass
+@dataclass(slots=True)
 class _Open:
     """A content block whose content_block_stop has not arrived yet."""
 
@@ -439,10 +439,20 @@ class _Open:
     citations: list[Any] = field(default_factory=list)
     json: list[str] = field(default_factory=list)
     deltas: list[Any] = field(default_factory=list)
+    type: str = field(init=False)  # the block's type (a string: checked at content_block_start)
+    # The delta type that carries this block's streamed text (a sentinel equal to no JSON value
+    # for other blocks), and that delta's text field.
+    text_delta: Any = field(init=False)
+    text_field: str = field(init=False)
 
-    @property
-    def type(self) -> str:
-        return self.block["type"]
+    def __post_init__(self) -> None:
+        self.type = self.block["type"]
+        self.text_delta, self.text_field = _TEXT_DELTAS.get(self.type, (_NO_TEXT, ""))
+
+
+_TEXT_DELTAS = {"text": ("text_delta", "text"), "thinking": ("thinking_delta", "thinking")}
+_NO_TEXT = object()
+_JSON_BLOCKS = ("tool_use", "server_tool_use")
 
 
 class _Stream:
@@ -454,26 +464,47 @@ class _Stream:
         self.keys: set[str] = set()
         self.stop: dict[str, Any] = {}
 
-    def parse(self, frames: tuple[Frame, ...]) -> Iterator[Part]:
-        for frame in frames:
-            if frame.data is DONE:
+    def parse(self, rows: tuple[Row, ...]) -> Iterator[Part]:
+        events = self.EVENTS
+        blocks = self.open
+        for line, event, _name in rows:
+            if event is DONE:
                 continue
-            event = frame.data
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            kind = event.get("type") if isinstance(event, dict) else None
+            if not isinstance(kind, str):
                 raise MalformedInput(
                     "expected an Anthropic stream event (a JSON object with a string 'type')",
-                    line=frame.line,
+                    line=line,
                 )
-            kind = event["type"]
-            if not self.started and kind not in {"message_start", "ping", "error"}:
+            if kind == "content_block_delta" and self.started:
+                # The bulk of a stream: text and tool-input deltas on an open block of their
+                # kind. Anything else about a delta goes through _block_delta below.
+                index = event.get("index")
+                state = blocks.get(index) if isinstance(index, int) else None
+                delta = event.get("delta")
+                if state is not None and isinstance(delta, dict):
+                    delta_kind = delta.get("type")
+                    if delta_kind == state.text_delta:
+                        text = delta.get(state.text_field)
+                        if not isinstance(text, str):
+                            text = ""
+                        state.text.append(text)
+                        if text:
+                            yield TextDelta(state.key, text)
+                        continue
+                    if delta_kind == "input_json_delta" and state.type in _JSON_BLOCKS:
+                        text = delta.get("partial_json")
+                        state.json.append(text if isinstance(text, str) else "")
+                        continue
+            elif not self.started and kind not in {"message_start", "ping", "error"}:
                 raise MalformedInput(
                     f"expected 'message_start' first, got {kind!r}: "
                     "is this an Anthropic Messages stream?",
-                    line=frame.line,
+                    line=line,
                 )
-            handler = self.EVENTS.get(kind)
+            handler = events.get(kind)
             if handler is not None:  # unknown event types are skipped, as Anthropic advises
-                yield from handler(self, event, frame.line)
+                yield from handler(self, event, line)
             if self.finished:
                 return
         yield from self._flush()  # cut: no terminal event
@@ -678,9 +709,9 @@ class _Stream:
 def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
     versions = _Versions.of(context)
     if wire.kind == "body":
-        yield from _body(wire.frames[0], versions)
+        yield from _body(Frame(*wire.rows[0]), versions)
     else:
-        yield from _Stream(versions).parse(wire.frames)
+        yield from _Stream(versions).parse(wire.rows)
 
 
 def decode(payload_value: dict, format: str) -> None:

@@ -85,7 +85,7 @@ from conversations.parts import (
 )
 from conversations.registries import ACTIVITY_NAMES, END_REASONS
 from providers import WireContext
-from providers.wire import DONE, Frame, MalformedInput, WireInput
+from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
 
 PROVIDER = "openai"
 API_VERSION = "v1"
@@ -312,10 +312,14 @@ def _artifact_summary(item: dict[str, Any]) -> str:
 # Responses API
 
 
-@dataclass
+@dataclass(slots=True)
 class _TextPart:
     offset: int  # where this part's text begins in the block's text
-    text: str = ""
+    chunks: list[str] = field(default_factory=list)  # its text as streamed so far
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
 
 
 @dataclass
@@ -351,20 +355,36 @@ class _Responses:
 
     # -- framing ---------------------------------------------------------------------------
 
-    def stream(self, frames: tuple[Frame, ...]) -> Iterator[Part]:
-        for frame in frames:
-            if frame.data is DONE:
+    def stream(self, rows: tuple[Row, ...]) -> Iterator[Part]:
+        items = self.items
+        for line, data, _name in rows:
+            if data is DONE:
                 continue
-            if not isinstance(frame.data, dict):
-                raise MalformedInput("expected a JSON object per stream event", line=frame.line)
-            kind = frame.data.get("type")
+            if not isinstance(data, dict):
+                raise MalformedInput("expected a JSON object per stream event", line=line)
+            kind = data.get("type")
             if not isinstance(kind, str):
                 raise MalformedInput(
-                    "not an OpenAI Responses stream event (no string 'type')", line=frame.line
+                    "not an OpenAI Responses stream event (no string 'type')", line=line
                 )
+            if kind == "response.output_text.delta":
+                # The bulk of a stream: more text for a content part already begun on an open
+                # message block. Anything else about a delta goes through _on_text_delta.
+                item_id = data.get("item_id")
+                state = items.get(item_id) if isinstance(item_id, str) and item_id else None
+                delta = data.get("delta")
+                if state is not None and state.block_open and isinstance(delta, str):
+                    index = data.get("content_index")
+                    part = state.parts.get(("content", index if type(index) is int else 0))
+                    if part is not None:
+                        if delta:
+                            part.chunks.append(delta)
+                            state.length += len(delta)
+                            yield TextDelta(state.key, delta)
+                        continue
             handler = _EVENTS.get(kind)
             if handler is not None:
-                yield from handler(self, frame.data, frame.line)
+                yield from handler(self, data, line)
             if self.ended:
                 return
         yield from self._cut()
@@ -548,15 +568,16 @@ class _Responses:
     def _append(self, state: _Item, part_key: tuple[str, int], text: str) -> Iterator[Part]:
         part = yield from self._part(state, part_key)
         if text:
-            part.text += text
+            part.chunks.append(text)
             state.length += len(text)
             yield TextDelta(state.key, text)
 
     def _fill(self, state: _Item, part_key: tuple[str, int], final: str) -> Iterator[Part]:
         """Emit whatever of a part's final text the deltas did not deliver."""
         part = yield from self._part(state, part_key)
-        if final.startswith(part.text) and len(final) > len(part.text):
-            yield from self._append(state, part_key, final[len(part.text) :])
+        text = part.text
+        if final.startswith(text) and len(final) > len(text):
+            yield from self._append(state, part_key, final[len(text) :])
 
     def _on_content_part_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         state = self._find(data, line)
@@ -1026,9 +1047,9 @@ def _is_chat(data: Any) -> bool:
 
 def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
     """Translate an OpenAI (or OpenAI-compatible) response into stream parts."""
-    frames = wire.frames
+    rows = wire.rows
     if wire.kind == "body":
-        frame = frames[0]
+        frame = Frame(*rows[0])
         data = frame.data
         if data.get("object") == "response" or isinstance(data.get("output"), list):
             return _Responses(context).body(data, frame.line)
@@ -1037,9 +1058,9 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
         ):
             return _Chat(context).body(data, frame.line)
         if _is_chat(data):
-            return _Chat(context).stream(frames)  # a single saved chunk
+            return _Chat(context).stream(wire.frames)  # a single saved chunk
         if _str(data.get("type")).startswith("response."):
-            return _Responses(context).stream(frames)  # a single saved event
+            return _Responses(context).stream(rows)  # a single saved event
         if isinstance(data.get("error"), dict):
             error = data["error"]
             raise MalformedInput(
@@ -1053,7 +1074,7 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
             "'chat.completion')",
             line=frame.line,
         )
-    first = next((f for f in frames if f.data is not DONE), None)
+    first = next((Frame(*row) for row in rows if row[1] is not DONE), None)
     if first is None:
         return iter(())
     if _is_chat(first.data) or (
@@ -1062,7 +1083,7 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
         and "type" not in first.data
         and ("choices" in first.data or isinstance(first.data.get("error"), dict))
     ):
-        return _Chat(context).stream(frames)
+        return _Chat(context).stream(wire.frames)
     kind = first.data.get("type") if isinstance(first.data, dict) else None
     if not isinstance(kind, str) or not (kind.startswith("response.") or kind == "error"):
         shown = f"type {kind!r}" if isinstance(kind, str) else "no 'type'"
@@ -1071,7 +1092,7 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
             "event or a Chat Completions chunk)",
             line=first.line,
         )
-    return _Responses(context).stream(frames)
+    return _Responses(context).stream(rows)
 
 
 # ---------------------------------------------------------------------------------------------
