@@ -1,3 +1,34 @@
-"""REST API routes (DRF), mounted under /api/v1/."""
+"""REST API routes (DRF), mounted under /api/v1/. No trailing slashes."""
 
-urlpatterns: list = []
+from django.contrib.auth.decorators import login_required
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.permissions import IsAuthenticated
+
+from api import views
+
+urlpatterns = [
+    path("capabilities", views.CapabilitiesView.as_view(), name="api-capabilities"),
+    path("conversations", views.ConversationListView.as_view(), name="api-conversation-list"),
+    path("conversations/import", views.ImportView.as_view(), name="api-conversation-import"),
+    path("conversations/ingest", views.IngestView.as_view(), name="api-conversation-ingest"),
+    path("conversations/<uuid:id>", views.ConversationDetailView.as_view(),
+         name="api-conversation-detail"),
+    path("conversations/<uuid:id>/turns", views.ConversationTurnsView.as_view(),
+         name="api-conversation-turns"),
+    path("conversations/<uuid:id>/events", views.ConversationEventsView.as_view(),
+         name="api-conversation-events"),
+    path("conversations/<uuid:id>/export", views.ConversationExportView.as_view(),
+         name="api-conversation-export"),
+    path("conversations/<uuid:id>/ingest", views.ConversationIngestView.as_view(),
+         name="api-conversation-ingest-turn"),
+    path("conversations/<uuid:id>/fork", views.ForkView.as_view(), name="api-conversation-fork"),
+    # The OpenAPI schema and its docs UI (Swagger UI from drf-spectacular-sidecar, no CDN; the
+    # split view serves its init script as a separate file, so the strict CSP holds).
+    path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
+         name="api-schema"),
+    path("docs", login_required(SpectacularSwaggerSplitView.as_view(
+        url_name="api-schema", template_name="api/swagger_ui.html",
+        permission_classes=[IsAuthenticated],
+    )), name="api-docs"),
+]

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 import providers
-from conversations import store
+from conversations import redaction, store
 from conversations.builder import EventBuilder, EventRecord
 from conversations.models import Conversation, Turn
 from conversations.registries import TRIGGERS
@@ -79,8 +79,9 @@ def assemble(
     trigger = "initial"
     for response in files:
         builder.begin_response(trigger)
+        raw = redaction.redact_bytes(response.raw)  # credentials never get past this point
         try:
-            for part in providers.parse(provider, response.raw, response.context):
+            for part in providers.parse(provider, raw, response.context):
                 records.extend(builder.feed(part))
         except MalformedInput as exc:
             exc.source = response.name
@@ -89,7 +90,7 @@ def assemble(
             raise MalformedInput(f"not UTF-8 text ({exc.reason})", source=response.name) from None
         records.extend(builder.end_response())
         trigger = _CONTINUATION_TRIGGERS.get(builder.outcome.end_reason, "continuation")
-    return builder, records
+    return builder, redaction.redact_records(records)
 
 
 def ingest(

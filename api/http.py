@@ -1,0 +1,158 @@
+"""HTTP plumbing shared by the API views: JSON out, size-limited bodies in, uniform errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.conf import settings
+from rest_framework import status
+from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from conversations.redaction import redact_text, redact_value
+
+# -- out ---------------------------------------------------------------------------------------
+
+
+class OrjsonRenderer(JSONRenderer):
+    """JSON via orjson: native payloads are stored JSON text (``orjson.Fragment``) and are
+    emitted verbatim, never re-encoded."""
+
+    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+               ) -> bytes:
+        if data is None:
+            return b""
+        return orjson.dumps(data, default=str)
+
+
+class JsonOnlyNegotiation(DefaultContentNegotiation):
+    """The API answers in JSON whatever the Accept header says (no 406), and ``?format=`` is a
+    view parameter (``openwop``, ``markdown``…), not DRF's renderer switch."""
+
+    def select_renderer(self, request: Any, renderers: list[Any], format_suffix: Any = None
+                        ) -> tuple[Any, str]:
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
+# -- in ----------------------------------------------------------------------------------------
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+def max_body_bytes() -> int:
+    return int(getattr(settings, "TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
+
+
+def read_limited(stream: Any, meta: Any, limit: int | None = None) -> bytes:
+    """Read a request body of at most ``limit`` bytes; a larger one is a 413, refused before it
+    is read when Content-Length says so."""
+    limit = max_body_bytes() if limit is None else limit
+    declared = meta.get("CONTENT_LENGTH") or "0"
+    try:
+        declared_length = int(declared)
+    except ValueError:
+        raise ParseError("Content-Length is not a number.") from None
+    if declared_length > limit:
+        raise PayloadTooLarge(f"The request body is {declared_length} bytes; the limit is "
+                              f"{limit} bytes.")
+    if stream is None:
+        return b""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+    return data
+
+
+def read_body(request: Any) -> bytes:
+    return read_limited(request.stream, request.META)
+
+
+class LimitedJSONParser(BaseParser):
+    """application/json, size-limited, parsed by orjson; a parse error names the problem."""
+
+    media_type = "application/json"
+    limit: int | None = None
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        request = (parser_context or {}).get("request")
+        meta = request.META if request is not None else {}
+        raw = read_limited(stream, meta, self.limit)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"The body is not valid JSON: {exc}") from None
+
+
+class SmallJSONParser(LimitedJSONParser):
+    limit = 64 * 1024
+
+
+class RawBodyParser(BaseParser):
+    """Any media type: the view reads the raw bytes itself (provider wire formats)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> bytes:
+        request = (parser_context or {}).get("request")
+        return read_limited(stream, request.META if request is not None else {})
+
+
+# -- query parameters --------------------------------------------------------------------------
+
+
+def text_param(request: Any, name: str, *, max_length: int = 500, default: str = "") -> str:
+    value = request.query_params.get(name, default)
+    if "\x00" in value:
+        raise ValidationError({name: "must not contain NUL characters"})
+    if len(value) > max_length:
+        raise ValidationError({name: f"must be at most {max_length} characters"})
+    return value
+
+
+def choice_param(request: Any, name: str, choices: Any, default: str | None = None) -> str:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise ValidationError({name: f"is required (one of {', '.join(choices)})"})
+        return default
+    if value not in choices:
+        raise ValidationError({name: f"must be one of {', '.join(choices)}"})
+    return value
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def _flatten(data: Any) -> str:
+    if isinstance(data, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in data.items())
+    if isinstance(data, list):
+        return "; ".join(_flatten(v) for v in data)
+    return str(data)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
+    """DRF's handler, with every error body shaped ``{"detail": str, "errors"?: {…}}`` and
+    credential-shaped text redacted (messages may quote input)."""
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    if isinstance(data, dict) and set(data) == {"detail"}:
+        body: dict[str, Any] = {"detail": str(data["detail"])}
+    elif isinstance(data, dict):
+        body = {"detail": _flatten(data), "errors": redact_value(data)}
+    else:
+        body = {"detail": _flatten(data)}
+    body["detail"] = redact_text(body["detail"])[:2000]
+    response.data = body
+    return response

@@ -1,0 +1,254 @@
+"""Serializers: request bodies the API reads, and the shapes it returns (for the OpenAPI schema).
+
+Conversation documents are produced by ``conversations.projections`` (the export contract, whose
+exact JSON Schema is ``schemas/export.schema.json``); the serializers below describe the same
+shapes for OpenAPI 3.0, a little looser where 3.0 cannot say it (the per-kind event variants).
+The schemathesis test checks every response against these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import PolymorphicProxySerializer, inline_serializer
+from rest_framework import serializers
+
+from conversations.models import Conversation, Turn
+from conversations.projections import PROJECTIONS
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What went wrong, in one sentence.")
+    errors = serializers.DictField(
+        required=False, help_text="Per-field problems, when the request body had fields."
+    )
+
+
+# -- conversation summaries --------------------------------------------------------------------
+
+
+class ModelProvenanceSerializer(serializers.Serializer):
+    provider = serializers.CharField()
+    model = serializers.CharField()
+
+
+class ConversationSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    owner = serializers.CharField(source="owner.username", allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    forked_from = serializers.UUIDField(source="forked_from_id", allow_null=True)
+    forked_at_turn = serializers.IntegerField(allow_null=True)
+    turns = serializers.IntegerField(source="turn_count", help_text="Number of turns.")
+    models = ModelProvenanceSerializer(
+        many=True, source="model_list",
+        help_text="Distinct agent.model values of the agent turns, in turn order.",
+    )
+
+    def to_representation(self, instance: Conversation) -> dict[str, Any]:
+        if not hasattr(instance, "turn_count"):
+            instance.turn_count = instance.turns.count()
+        if not hasattr(instance, "model_list"):
+            instance.model_list = model_list(instance)
+        return super().to_representation(instance)
+
+
+def model_list(conversation: Conversation) -> list[dict[str, str]]:
+    return attach_models([conversation])[0].model_list
+
+
+def attach_models(conversations: list[Conversation]) -> list[Conversation]:
+    """Set ``model_list`` on each conversation with ONE query for the whole page."""
+    found: dict[Any, list[dict[str, str]]] = {c.pk: [] for c in conversations}
+    rows = (
+        Turn.objects.filter(conversation__in=list(found), role=Turn.Role.AGENT)
+        .exclude(provider="").order_by("conversation_id", "index")
+        .values_list("conversation_id", "provider", "model")
+    )
+    for conversation_id, provider, model in rows:
+        entry = {"provider": provider, "model": model}
+        if entry not in found[conversation_id]:
+            found[conversation_id].append(entry)
+    for c in conversations:
+        c.model_list = found[c.pk]
+    return conversations
+
+
+# -- the export document (portable / native projection) ----------------------------------------
+
+
+class PayloadSerializer(serializers.Serializer):
+    provider = serializers.CharField()
+    format = serializers.CharField()
+    version = serializers.CharField()
+    value = serializers.JSONField(help_text="The provider's native artifact, verbatim.")
+
+
+class SourceSerializer(serializers.Serializer):
+    url = serializers.CharField(allow_blank=True)
+    title = serializers.CharField(allow_blank=True)
+
+
+class RangeSerializer(serializers.Serializer):
+    start = serializers.IntegerField(min_value=0)
+    end = serializers.IntegerField(min_value=1)
+
+
+class AttributionSerializer(serializers.Serializer):
+    source = SourceSerializer()
+    excerpt = serializers.CharField(allow_blank=True)
+    range = RangeSerializer(required=False, help_text="Code-point range; absent = whole event.")
+    incomplete = serializers.BooleanField()
+    replay = PayloadSerializer(required=False, help_text="Native projection only.")
+
+
+class ActivitySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=["started", "completed", "failed"])
+    input = serializers.JSONField()
+    summary = serializers.CharField(allow_blank=True)
+    sources = serializers.JSONField(required=False)
+    error_code = serializers.CharField(required=False, allow_blank=True)
+
+
+class ToolCallSerializer(serializers.Serializer):
+    id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField(allow_blank=True)
+    arguments = serializers.JSONField()
+
+
+class EventErrorSerializer(serializers.Serializer):
+    code = serializers.CharField(allow_blank=True)
+    message = serializers.CharField(allow_blank=True)
+
+
+class EventSerializer(serializers.Serializer):
+    """One event. Which of the optional fields appear depends on ``kind`` (see the export
+    contract): message → text, incomplete, attributions; reasoning → text, redacted,
+    incomplete; hosted_activity → activity; tool_call_request → call; provider_artifact → type,
+    summary, display_html; error → error. ``payload`` only in the native projection."""
+
+    id = serializers.UUIDField()
+    seq = serializers.IntegerField(min_value=1)
+    kind = serializers.CharField()
+    text = serializers.CharField(required=False, allow_blank=True)
+    incomplete = serializers.BooleanField(required=False)
+    redacted = serializers.BooleanField(required=False)
+    attributions = AttributionSerializer(many=True, required=False)
+    activity = ActivitySerializer(required=False)
+    call = ToolCallSerializer(required=False)
+    type = serializers.CharField(required=False, allow_blank=True)
+    summary = serializers.CharField(required=False, allow_blank=True)
+    display_html = serializers.CharField(
+        required=False, allow_blank=True, help_text="Untrusted HTML; sanitize before display."
+    )
+    error = EventErrorSerializer(required=False)
+    payload = PayloadSerializer(required=False, help_text="Native projection only.")
+
+
+class AgentSerializer(serializers.Serializer):
+    agentId = serializers.CharField()
+    model = ModelProvenanceSerializer(
+        required=False, help_text="The provider and model that produced the turn, when known."
+    )
+
+
+class TurnSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    index = serializers.IntegerField(min_value=0)
+    role = serializers.ChoiceField(choices=Turn.Role.choices)
+    status = serializers.ChoiceField(choices=Turn.Status.choices)
+    end_reason = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True, required=False)
+    agent = AgentSerializer(required=False, help_text="Agent turns only.")
+    responses = serializers.JSONField(required=False, help_text="Native projection only.")
+    events = EventSerializer(many=True)
+
+
+class ConversationMetaSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    forked_from = serializers.UUIDField(allow_null=True)
+
+
+class ExportDocumentSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["turnscope.conversation"])
+    version = serializers.ChoiceField(choices=[1])
+    projection = serializers.ChoiceField(choices=list(PROJECTIONS))
+    conversation = ConversationMetaSerializer()
+    turns = TurnSerializer(many=True)
+
+
+# -- OpenWOP conversation turns ----------------------------------------------------------------
+
+OpenWopTurnSerializer = inline_serializer(
+    name="OpenWopConversationTurn",
+    fields={
+        "messageId": serializers.CharField(),
+        "from": serializers.CharField(),
+        "role": serializers.ChoiceField(choices=Turn.Role.choices),
+        "turnIndex": serializers.IntegerField(min_value=0),
+        "ts": serializers.IntegerField(min_value=0),
+        "content": serializers.JSONField(),
+        "speakerId": serializers.CharField(required=False, help_text="Agent turns."),
+        "agent": AgentSerializer(required=False, help_text="Agent turns only."),
+    },
+)
+
+TurnListSerializer = PolymorphicProxySerializer(
+    component_name="TurnOrOpenWopTurn",
+    serializers=[TurnSerializer, OpenWopTurnSerializer],
+    resource_type_field_name=None,
+    many=True,
+)
+
+
+# -- ingest, fork, capabilities ----------------------------------------------------------------
+
+
+class TurnRefSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    index = serializers.IntegerField(min_value=0)
+
+
+class IngestResultSerializer(serializers.Serializer):
+    conversation = serializers.UUIDField()
+    turn = TurnRefSerializer()
+    status = serializers.ChoiceField(choices=Turn.Status.choices)
+    end_reason = serializers.CharField(allow_blank=True)
+    agent = AgentSerializer()
+    events = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Events written, by kind."
+    )
+    citations = serializers.IntegerField()
+    hosted_activities = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Hosted activities by final state."
+    )
+    usage = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Usage counters (diagnostics, not stored)."
+    )
+
+
+class ForkRequestSerializer(serializers.Serializer):
+    at_turn = serializers.IntegerField(
+        min_value=0, help_text="Index of the last turn the fork keeps (0-based)."
+    )
+    title = serializers.CharField(
+        required=False, allow_blank=True, max_length=300,
+        help_text="Title of the fork (default: the source's title).",
+    )
+
+
+CapabilitiesSerializer = inline_serializer(
+    name="Capabilities",
+    fields={
+        "conversationTurnModelProvenance": inline_serializer(
+            name="CapabilityFlag", fields={"supported": serializers.BooleanField()}
+        ),
+    },
+)

@@ -1,0 +1,489 @@
+"""REST API views (DRF), mounted under /api/v1/.
+
+Every view declares its permission classes (a test walks the URL configuration and checks).
+Conversations a user may not see are 404. Bodies are size-limited (413) and malformed bodies are
+a 400 naming the problem, with nothing written.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from django.db import DataError, IntegrityError
+from django.db.models import Count, QuerySet
+from django.http import HttpResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+import providers
+from api import serializers as s
+from api.filters import FILTERS, filter_conversations
+from api.http import (
+    JsonOnlyNegotiation,
+    LimitedJSONParser,
+    OrjsonRenderer,
+    RawBodyParser,
+    SmallJSONParser,
+    api_exception_handler,
+    choice_param,
+    read_body,
+    text_param,
+)
+from api.pagination import ConversationCursorPagination, EventCursorPagination
+from api.permissions import (
+    CanSeeConversation,
+    OwnsConversation,
+    can_read_native,
+    visible_conversations,
+)
+from api.throttling import WriteRateThrottle
+from conversations import openwop
+from conversations.forking import ForkError, fork
+from conversations.ingest import ResponseFile, ingest
+from conversations.models import Conversation
+from conversations.projections import (
+    PROJECTIONS,
+    conversation_dict,
+    event_dict,
+    events_queryset,
+    export_json,
+    import_document,
+    turn_dict,
+)
+from conversations.provenance import ProvenanceError
+from conversations.redaction import redact_document, redact_text
+from conversations.registries import UnregisteredValue
+from conversations.schema import InvalidDocument
+from providers.wire import MalformedInput
+
+log = logging.getLogger("turnscope.api")
+
+EXPORT_FORMATS = {
+    "json": ("application/json", "json"),
+    "markdown": ("text/markdown; charset=utf-8", "md"),
+    "html": ("text/html; charset=utf-8", "html"),
+}
+TURN_FORMATS = ("turnscope", "openwop")
+
+
+def errors(*codes: int) -> dict[int, Any]:
+    descriptions = {
+        400: "The request is malformed; `detail` names the problem.",
+        401: "Not authenticated.",
+        403: "Not authenticated, or not allowed.",
+        404: "No such conversation (or not yours).",
+        413: "The request body is larger than the upload limit.",
+        415: "Unsupported media type.",
+        429: "Too many requests.",
+    }
+    return {
+        code: OpenApiResponse(s.ErrorSerializer, description=descriptions[code]) for code in codes
+    }
+
+
+READ_ERRORS = (401, 403, 429)
+OBJECT_ERRORS = (401, 403, 404, 429)
+
+PROJECTION_PARAM = OpenApiParameter(
+    "projection", str, enum=list(PROJECTIONS), default="portable",
+    description="`native` adds every provider payload (owner or staff only).",
+)
+CONVERSATION_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+
+
+class ApiView(GenericAPIView):
+    """Base: JSON only, uniform errors. Subclasses declare their own permission_classes."""
+
+    renderer_classes = [OrjsonRenderer]
+    content_negotiation_class = JsonOnlyNegotiation
+    parser_classes = [SmallJSONParser]
+    lookup_url_kwarg = "id"
+
+    def get_exception_handler(self) -> Any:
+        return api_exception_handler
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        return visible_conversations(self.request.user)
+
+    def projection(self, conversation: Conversation) -> str:
+        projection = choice_param(self.request, "projection", PROJECTIONS, "portable")
+        if projection == "native" and not can_read_native(self.request.user, conversation):
+            raise PermissionDenied("The native projection is for the owner and staff only.")
+        return projection
+
+
+def _summary(conversation: Conversation) -> dict[str, Any]:
+    conversation = (
+        Conversation.objects.select_related("owner").annotate(turn_count=Count("turns"))
+        .get(pk=conversation.pk)
+    )
+    return s.ConversationSummarySerializer(conversation).data
+
+
+def _created(conversation: Conversation, body: Any) -> Response:
+    location = reverse("api-conversation-detail", kwargs={"id": conversation.pk})
+    return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
+# -- capabilities ------------------------------------------------------------------------------
+
+
+class CapabilitiesView(APIView):
+    """What this host supports (OpenWOP capability flags)."""
+
+    permission_classes = [IsAuthenticated]
+    renderer_classes = [OrjsonRenderer]
+    content_negotiation_class = JsonOnlyNegotiation
+
+    def get_exception_handler(self) -> Any:
+        return api_exception_handler
+
+    @extend_schema(
+        operation_id="capabilities",
+        responses={200: s.CapabilitiesSerializer, **errors(*READ_ERRORS)},
+        description="`conversationTurnModelProvenance.supported` is true: every agent turn "
+        "this host produces carries `agent.model = {provider, model}` (the served model, read "
+        "from the provider's response, recorded once, copied verbatim on fork).",
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"conversationTurnModelProvenance": {"supported": True}})
+
+
+# -- conversations -----------------------------------------------------------------------------
+
+
+class ConversationListView(ApiView):
+    permission_classes = [IsAuthenticated]
+    pagination_class = ConversationCursorPagination
+    serializer_class = s.ConversationSummarySerializer
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        queryset = visible_conversations(self.request.user)
+        queryset = filter_conversations(queryset, self.request)
+        return queryset.select_related("owner").annotate(turn_count=Count("turns"))
+
+    @extend_schema(
+        operation_id="conversations_list",
+        parameters=[OpenApiParameter(name, str, description=text) for name, text in
+                    FILTERS.items()],
+        responses={200: s.ConversationSummarySerializer(many=True), **errors(400, *READ_ERRORS,
+                                                                              404)},
+        description="Your conversations (staff: everyone's), newest first, cursor-paginated.",
+    )
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        s.attach_models(page)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class ConversationDetailView(ApiView):
+    permission_classes = [CanSeeConversation]
+
+    @extend_schema(
+        operation_id="conversations_retrieve",
+        parameters=[CONVERSATION_ID, PROJECTION_PARAM],
+        responses={200: s.ExportDocumentSerializer, **errors(400, *OBJECT_ERRORS)},
+        description="The conversation as an export document (portable projection, or native).",
+    )
+    def get(self, request: Request, id: Any) -> Response:
+        conversation = self.get_object()
+        return Response(conversation_dict(conversation, self.projection(conversation)))
+
+
+class ConversationTurnsView(ApiView):
+    permission_classes = [CanSeeConversation]
+
+    @extend_schema(
+        operation_id="conversations_turns",
+        parameters=[
+            CONVERSATION_ID, PROJECTION_PARAM,
+            OpenApiParameter(
+                "format", str, enum=list(TURN_FORMATS), default="turnscope",
+                description="`openwop`: OpenWOP conversation-turn objects (messageId, from, role, "
+                "turnIndex, ts, content, speakerId, agent{agentId, model{provider, model}}).",
+            ),
+        ],
+        responses={200: s.TurnListSerializer, **errors(400, *OBJECT_ERRORS)},
+    )
+    def get(self, request: Request, id: Any) -> Response:
+        conversation = self.get_object()
+        fmt = choice_param(request, "format", TURN_FORMATS, "turnscope")
+        if fmt == "openwop":
+            return Response(openwop.conversation_turns(conversation))
+        projection = self.projection(conversation)
+        turns = list(conversation.turns.order_by("index"))
+        by_turn: dict[Any, list[Any]] = {t.id: [] for t in turns}
+        for event in events_queryset(projection).filter(conversation=conversation):
+            by_turn[event.turn_id].append(event)
+        return Response([turn_dict(t, by_turn[t.id], projection) for t in turns])
+
+
+class ConversationEventsView(ApiView):
+    permission_classes = [CanSeeConversation]
+    pagination_class = EventCursorPagination
+
+    @extend_schema(
+        operation_id="conversations_events",
+        parameters=[
+            CONVERSATION_ID, PROJECTION_PARAM,
+            OpenApiParameter("after", int, description="Only events with a seq above this one "
+                             "(resync from the last seq a client holds)."),
+            OpenApiParameter("turn", int, description="Only the events of this turn index."),
+        ],
+        responses={200: s.EventSerializer(many=True), **errors(400, *OBJECT_ERRORS)},
+        description="The event log in seq order, cursor-paginated.",
+    )
+    def get(self, request: Request, id: Any) -> Response:
+        conversation = self.get_object()
+        projection = self.projection(conversation)
+        events = events_queryset(projection).filter(conversation=conversation)
+        after = _int_param(request, "after")
+        if after is not None:
+            events = events.filter(seq__gt=after)
+        turn = _int_param(request, "turn")
+        if turn is not None:
+            events = events.filter(turn__index=turn)
+        page = self.paginate_queryset(events)
+        return self.get_paginated_response([event_dict(e, projection) for e in page])
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValidationError({name: "must be an integer"}) from None
+    if number < 0 or number > 2**62:
+        raise ValidationError({name: "out of range"})
+    return number
+
+
+class ConversationExportView(ApiView):
+    permission_classes = [CanSeeConversation]
+
+    @extend_schema(
+        operation_id="conversations_export",
+        parameters=[
+            CONVERSATION_ID, PROJECTION_PARAM,
+            OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), default="json",
+                             description="`json` (the export contract), `markdown` (footnote "
+                             "citations) or `html` (one self-contained file)."),
+        ],
+        responses={
+            (200, "application/json"): s.ExportDocumentSerializer,
+            (200, "text/markdown"): OpenApiTypes.STR,
+            (200, "text/html"): OpenApiTypes.STR,
+            **errors(400, *OBJECT_ERRORS),
+        },
+        description="A downloadable export, in every format `manage.py export` writes.",
+    )
+    def get(self, request: Request, id: Any) -> HttpResponse:
+        conversation = self.get_object()
+        fmt = choice_param(request, "format", EXPORT_FORMATS, "json")
+        projection = self.projection(conversation)
+        content_type, extension = EXPORT_FORMATS[fmt]
+        if fmt == "json":
+            body = export_json(conversation, projection)
+        else:
+            try:
+                from conversations.exports import render_document
+
+                body = render_document(conversation, fmt).encode()
+            except ImportError:  # the renderer is not part of this build
+                raise ValidationError({"format": f"{fmt} exports are not available"}) from None
+        response = HttpResponse(body, content_type=content_type)
+        response["Content-Disposition"] = (
+            f'attachment; filename="conversation-{conversation.pk}.{extension}"'
+        )
+        return response
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+
+class ImportView(ApiView):
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+    parser_classes = [LimitedJSONParser]
+
+    @extend_schema(
+        operation_id="conversations_import",
+        request=s.ExportDocumentSerializer,
+        responses={201: s.ConversationSummarySerializer, **errors(400, 413, 415, *READ_ERRORS)},
+        description="Import an export document (either projection) as a new conversation of "
+        "yours. Credentials found in it are redacted. All or nothing.",
+    )
+    def post(self, request: Request) -> Response:
+        doc = redact_document(request.data)
+        try:
+            conversation = import_document(doc, owner=request.user)
+        except InvalidDocument as exc:
+            raise ParseError(f"Not a valid export document: {exc}") from None
+        except (ProvenanceError, UnregisteredValue, ValueError) as exc:
+            raise ParseError(f"The document cannot be imported: {exc}") from None
+        except (IntegrityError, DataError) as exc:
+            raise ParseError(f"The document cannot be stored: {_db_reason(exc)}") from None
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            _log_unexpected("import", exc)
+            raise ParseError("The document cannot be imported: unexpected structure "
+                             f"({type(exc).__name__}).") from None
+        return _created(conversation, _summary(conversation))
+
+
+def _db_reason(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def _log_unexpected(what: str, exc: BaseException) -> None:
+    """An adapter or importer failed in an unforeseen way on untrusted input. Log where, never
+    the input (the message of a KeyError or TypeError may quote it)."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f"{frame.filename}:{frame.lineno} in {frame.name}" if frame else "?"
+    log.warning("%s: unexpected %s at %s", what, type(exc).__name__, where)
+
+
+def available_providers() -> list[str]:
+    return sorted(providers.ADAPTERS)
+
+
+class _IngestBase(ApiView):
+    throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+    parser_classes = [RawBodyParser]
+
+    def run_ingest(self, request: Request, conversation: Conversation | None) -> Response:
+        provider = choice_param(request, "provider", available_providers())
+        try:
+            providers.adapter(provider)
+        except ImportError:
+            raise ValidationError({"provider": f"no {provider} adapter in this build"}) from None
+        title = redact_text(text_param(request, "title", max_length=300))
+        prompt = redact_text(text_param(request, "prompt", max_length=100_000))
+        api_version = text_param(request, "api_version", max_length=100) or None
+        endpoint = redact_text(text_param(request, "endpoint", max_length=2000)) or None
+        raw = read_body(request)
+        context = providers.WireContext(api_version=api_version, endpoint=endpoint)
+        try:
+            summary = ingest(
+                provider, [ResponseFile("body", raw, context)], owner=request.user,
+                title=title, prompt=prompt, conversation=conversation,
+            )
+        except MalformedInput as exc:
+            raise ParseError(f"The body is not a readable {provider} response: {exc}") from None
+        except (ProvenanceError, UnregisteredValue, ValueError) as exc:
+            raise ParseError(f"The body cannot be ingested: {exc}") from None
+        except (IntegrityError, DataError) as exc:
+            raise ParseError(f"The turn cannot be stored: {_db_reason(exc)}") from None
+        except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+            _log_unexpected(f"ingest ({provider})", exc)
+            raise ParseError(f"The body is not a readable {provider} response "
+                             f"({type(exc).__name__}).") from None
+        turn = summary.turn
+        agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
+        if turn.model_provenance:
+            agent["model"] = turn.model_provenance
+        states: dict[str, int] = {}
+        for state in summary.activities.values():
+            states[state] = states.get(state, 0) + 1
+        body = {
+            "conversation": str(summary.conversation.pk),
+            "turn": {"id": str(turn.pk), "index": turn.index},
+            "status": summary.status,
+            "end_reason": summary.end_reason,
+            "agent": agent,
+            "events": summary.kinds,
+            "citations": summary.citations,
+            "hosted_activities": states,
+            "usage": summary.usage,
+        }
+        return _created(summary.conversation, body)
+
+
+INGEST_PARAMETERS = [
+    OpenApiParameter("provider", str, required=True, enum=available_providers(),
+                     description="Whose wire format the body is."),
+    OpenApiParameter("prompt", str, description="The user message that asked for the "
+                     "response; stored as a user turn before the agent turn."),
+    OpenApiParameter("api_version", str, description="API version header in force (e.g. "
+                     "anthropic-version), when the body alone does not say."),
+    OpenApiParameter("endpoint", str, description="The URL the request went to (names "
+                     "Gemini's API version)."),
+]
+INGEST_BODY = {
+    "application/octet-stream": {"type": "string", "format": "binary"},
+    "text/event-stream": {"type": "string"},
+    "application/x-ndjson": {"type": "string"},
+    "application/json": {"type": "object", "additionalProperties": True},
+}
+
+
+class IngestView(_IngestBase):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="conversations_ingest",
+        parameters=[*INGEST_PARAMETERS,
+                    OpenApiParameter("title", str, description="Title of the new conversation.")],
+        request=INGEST_BODY,
+        responses={201: s.IngestResultSerializer, **errors(400, 413, *READ_ERRORS)},
+        description="Ingest a raw provider response body (SSE, JSON lines or a JSON body) as a "
+        "new conversation holding one agent turn. Credentials in it are redacted.",
+    )
+    def post(self, request: Request) -> Response:
+        return self.run_ingest(request, None)
+
+
+class ConversationIngestView(_IngestBase):
+    permission_classes = [OwnsConversation]
+
+    @extend_schema(
+        operation_id="conversations_ingest_turn",
+        parameters=[CONVERSATION_ID, *INGEST_PARAMETERS],
+        request=INGEST_BODY,
+        responses={201: s.IngestResultSerializer, **errors(400, 413, *OBJECT_ERRORS)},
+        description="Ingest a raw provider response body as a new agent turn of this "
+        "conversation (owner only).",
+    )
+    def post(self, request: Request, id: Any) -> Response:
+        return self.run_ingest(request, self.get_object())
+
+
+class ForkView(ApiView):
+    permission_classes = [CanSeeConversation]
+    throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    @extend_schema(
+        operation_id="conversations_fork",
+        parameters=[CONVERSATION_ID],
+        request=s.ForkRequestSerializer,
+        responses={201: s.ConversationSummarySerializer,
+                   **errors(400, 413, 415, *OBJECT_ERRORS)},
+        description="A new conversation of yours holding turns 0..at_turn of this one. Events "
+        "are copied with new ids and seqs; provider payloads are shared; agent.model is copied "
+        "verbatim, never re-resolved.",
+    )
+    def post(self, request: Request, id: Any) -> Response:
+        source = self.get_object()
+        data = s.ForkRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        title = data.validated_data.get("title")
+        try:
+            forked = fork(
+                source, data.validated_data["at_turn"], owner=request.user,
+                title=redact_text(title) if title is not None else None,
+            )
+        except ForkError as exc:
+            raise ValidationError({"at_turn": str(exc)}) from None
+        return _created(forked, _summary(forked))
+

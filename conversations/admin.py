@@ -1,0 +1,357 @@
+"""Admin: conversations (turns inline), turns, the event log, attributions, and a provider
+payload inspector.
+
+Events, attributions and payloads are append-only: no add, change or delete here. Turns are
+written by the store only (provenance is recorded once), so they are read-only too. List pages
+stay fast on large tables: every list selects its related rows in the same query, never counts
+the whole table twice, orders by an index, and loads no payload text it does not show.
+
+Payloads are untrusted provider output: shown only as escaped, pretty-printed JSON text with
+their size; above 1 MB only a preview, with a download (staff only, as an attachment).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.db.models.functions import Substr
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
+from conversations.registries import EVENT_KINDS
+
+INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
+PREVIEW_CHARS = 64 * 1024
+LIST_DECODE_LIMIT = 256 * 1024  # bytes: larger payloads are checked on their own page only
+TEXT_PREVIEW = 80
+
+# Tokens are credentials: DRF's token admin lists their keys. Tokens are issued with
+# ``manage.py create_token USER`` and never shown again.
+try:
+    from rest_framework.authtoken.models import TokenProxy
+
+    if admin.site.is_registered(TokenProxy):
+        admin.site.unregister(TokenProxy)
+except ImportError:  # pragma: no cover - authtoken not installed
+    pass
+
+
+def _clip(text: str, limit: int = TEXT_PREVIEW) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def human_size(size: int) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if size < 1024 or unit == "MB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} bytes"  # pragma: no cover
+
+
+def decodes(provider: str, format: str, value_json: str) -> bool | None:
+    """Does the payload decode with its provider's adapter? None: no adapter to ask."""
+    try:
+        import providers
+
+        adapter = providers.adapter(provider)
+    except (ValueError, ImportError):
+        return None
+    decode = getattr(adapter, "decode", None)
+    if decode is None:
+        return None
+    try:
+        decode(orjson.loads(value_json), format)
+    except orjson.JSONDecodeError:
+        return False
+    except Exception:
+        return False
+    return True
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View only: the append-only log is never edited, added to or deleted from by hand."""
+
+    show_full_result_count = False  # one COUNT per list page, not two
+    show_facets = admin.ShowFacets.NEVER  # per-choice counts would scan the whole table
+    list_per_page = 100
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# -- conversations and turns -------------------------------------------------------------------
+
+
+class TurnInline(admin.TabularInline):
+    model = Turn
+    fields = ("index", "role", "status", "end_reason", "provider", "model", "created_at",
+              "completed_at")
+    readonly_fields = fields
+    ordering = ("index",)
+    extra = 0
+    show_change_link = True
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("title_or_id", "owner", "created_at", "updated_at", "forked_from_link")
+    list_select_related = ("owner", "forked_from")
+    search_fields = ("title", "=id")
+    list_filter = ("created_at",)
+    ordering = ("-updated_at",)
+    show_full_result_count = False
+    list_per_page = 100
+    fields = ("id", "title", "owner", "created_at", "updated_at", "forked_from",
+              "forked_at_turn", "next_seq", "events_link")
+    readonly_fields = ("id", "created_at", "updated_at", "forked_from", "forked_at_turn",
+                       "next_seq", "events_link")
+    raw_id_fields = ("owner",)
+    inlines = [TurnInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # conversations are created by ingest, import, fork and live turns
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # its turns and events are append-only (and PROTECT it)
+
+    @admin.display(description="conversation", ordering="title")
+    def title_or_id(self, obj: Conversation) -> str:
+        return obj.title or str(obj.pk)
+
+    @admin.display(description="forked from")
+    def forked_from_link(self, obj: Conversation) -> str:
+        if not obj.forked_from_id:
+            return "—"
+        url = reverse("admin:conversations_conversation_change", args=[obj.forked_from_id])
+        return format_html('<a href="{}">{}</a> @ turn {}', url, obj.forked_from,
+                           obj.forked_at_turn)
+
+    @admin.display(description="event log")
+    def events_link(self, obj: Conversation) -> str:
+        url = reverse("admin:conversations_event_changelist")
+        return format_html('<a href="{}?conversation__id__exact={}">events</a>', url, obj.pk)
+
+
+@admin.register(Turn)
+class TurnAdmin(ReadOnlyAdmin):
+    list_display = ("__str__", "conversation", "index", "role", "status", "end_reason",
+                    "provider", "model", "created_at")
+    list_select_related = ("conversation",)
+    list_filter = ("role", "status", "provider")
+    search_fields = ("=conversation__id", "model")
+    ordering = ("-created_at",)
+
+    def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
+        return lookup in {"conversation__id__exact"} or super().lookup_allowed(
+            lookup, value, request)
+
+
+# -- the event log -----------------------------------------------------------------------------
+
+
+class EventKindFilter(admin.SimpleListFilter):
+    """Kinds from the registry: no DISTINCT scan over the event table to build the choices."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(kind, kind) for kind in EVENT_KINDS]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ("seq", "kind", "conversation", "turn_index", "text_preview", "incomplete",
+                    "activity_id", "payload_link", "created_at")
+    list_select_related = ("conversation", "turn")
+    list_filter = (EventKindFilter, "incomplete")
+    search_fields = ("=conversation__id", "=activity_id", "=id")
+    # The (conversation, seq) unique index serves this ordering directly.
+    ordering = ("conversation_id", "seq")
+    fields = ("id", "conversation", "turn", "seq", "kind", "text", "incomplete", "body",
+              "activity_id", "payload_link", "created_at")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
+        return super().get_queryset(request).defer("body")
+
+    def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
+        return lookup in {"conversation__id__exact", "turn__id__exact"} or super(
+        ).lookup_allowed(lookup, value, request)
+
+    @admin.display(description="turn", ordering="turn__index")
+    def turn_index(self, obj: Event) -> int:
+        return obj.turn.index
+
+    @admin.display(description="text")
+    def text_preview(self, obj: Event) -> str:
+        return _clip(obj.text)
+
+    @admin.display(description="payload")
+    def payload_link(self, obj: Event) -> str:
+        if not obj.payload_id:
+            return "—"
+        url = reverse("admin:conversations_providerpayload_change", args=[obj.payload_id])
+        return format_html('<a href="{}">payload</a>', url)
+
+
+@admin.register(Attribution)
+class AttributionAdmin(ReadOnlyAdmin):
+    list_display = ("url_preview", "title_preview", "event_link", "range_text", "incomplete")
+    list_select_related = ("event",)
+    list_filter = ("incomplete",)
+    search_fields = ("url", "title")
+    search_help_text = (
+        "Search URLs and titles; domain:example.com finds sources on that domain and its "
+        "subdomains."
+    )
+    ordering = ("event_id", "ordinal")  # the (event, ordinal) index
+    fields = ("event_link", "ordinal", "url", "title", "excerpt", "range_start", "range_end",
+              "incomplete", "replay")
+    readonly_fields = fields
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if term.lower().startswith("domain:"):
+            from api.filters import DOMAIN, domain_regex
+
+            domain = term[7:].strip().lower().rstrip(".")
+            if not DOMAIN.match(domain):
+                return queryset.none(), False
+            return queryset.filter(url__iregex=domain_regex(domain)), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="url", ordering="url")
+    def url_preview(self, obj: Attribution) -> str:
+        return _clip(obj.url, 100)
+
+    @admin.display(description="title")
+    def title_preview(self, obj: Attribution) -> str:
+        return _clip(obj.title, 60)
+
+    @admin.display(description="event")
+    def event_link(self, obj: Attribution) -> str:
+        url = reverse("admin:conversations_event_change", args=[obj.event_id])
+        return format_html('<a href="{}">#{} {}</a>', url, obj.event.seq, obj.event.kind)
+
+    @admin.display(description="range")
+    def range_text(self, obj: Attribution) -> str:
+        if obj.range_start is None:
+            return "whole event"
+        return f"{obj.range_start}–{obj.range_end}"
+
+
+# -- the provider payload inspector ------------------------------------------------------------
+
+
+@admin.register(ProviderPayload)
+class ProviderPayloadAdmin(ReadOnlyAdmin):
+    list_display = ("short_id", "provider", "format", "version", "size_text", "decodes_column",
+                    "created_at")
+    list_filter = ("provider", "format", "version")
+    search_fields = ("=id", "=sha256")
+    ordering = ("-created_at",)
+    fields = ("id", "provider", "format", "version", "size_text", "sha256", "created_at",
+              "decodes_column", "value_view")
+    readonly_fields = fields
+
+    def get_urls(self) -> list[Any]:
+        download = path(
+            "<uuid:object_id>/download/", self.admin_site.admin_view(self.download_view),
+            name="conversations_providerpayload_download",
+        )
+        return [download, *super().get_urls()]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ProviderPayload]:
+        # The list never loads a large value: only values small enough to decode per row.
+        return super().get_queryset(request).defer("value").annotate(
+            small_value=Case(
+                When(size__lte=LIST_DECODE_LIMIT, then=F("value")),
+                default=Value(None), output_field=TextField(),
+            )
+        )
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None
+                   ) -> ProviderPayload | None:
+        # The page loads at most INLINE_LIMIT characters of the value, whatever its size.
+        queryset = ProviderPayload.objects.defer("value").annotate(
+            value_head=Substr("value", 1, INLINE_LIMIT)
+        )
+        try:
+            return queryset.get(pk=object_id)
+        except (ProviderPayload.DoesNotExist, ValidationError, ValueError):
+            return None
+
+    @admin.display(description="id")
+    def short_id(self, obj: ProviderPayload) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="size", ordering="size")
+    def size_text(self, obj: ProviderPayload) -> str:
+        return human_size(obj.size)
+
+    @admin.display(description="decodes with its adapter", boolean=True)
+    def decodes_column(self, obj: ProviderPayload) -> bool | None:
+        if hasattr(obj, "value_head"):  # the payload's own page: always checked
+            value = obj.value_head
+            if obj.size > INLINE_LIMIT:
+                value = ProviderPayload.objects.values_list("value", flat=True).get(pk=obj.pk)
+        else:  # a list row: checked when small enough to have been loaded
+            value = getattr(obj, "small_value", None)
+            if value is None:
+                return None
+        return decodes(obj.provider, obj.format, value)
+
+    @admin.display(description="value")
+    def value_view(self, obj: ProviderPayload) -> str:
+        head = obj.value_head
+        download = reverse("admin:conversations_providerpayload_download", args=[obj.pk])
+        if obj.size > INLINE_LIMIT:
+            return format_html(
+                '<p>{} — larger than {}: the first {} characters as stored; '
+                '<a href="{}" download>download the whole value</a>.</p><pre>{}</pre>',
+                human_size(obj.size), human_size(INLINE_LIMIT), PREVIEW_CHARS, download,
+                head[:PREVIEW_CHARS],
+            )
+        try:
+            text = orjson.dumps(orjson.loads(head), option=orjson.OPT_INDENT_2).decode()
+        except orjson.JSONDecodeError:
+            text = head  # shown as stored (escaped), never interpreted
+        return format_html('<p>{} · <a href="{}" download>download</a></p><pre>{}</pre>',
+                           human_size(obj.size), download, text)
+
+    def download_view(self, request: HttpRequest, object_id: Any) -> HttpResponse:
+        """The stored JSON text as an attachment (staff only: admin_view checks)."""
+        if not request.user.is_staff:  # admin_view already redirects others to the login
+            raise Http404
+        payload = ProviderPayload.objects.filter(pk=object_id).first()
+        if payload is None or not self.has_view_permission(request, payload):
+            raise Http404
+        response = HttpResponse(payload.value.encode(), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="payload-{payload.pk}.json"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response

@@ -1,0 +1,324 @@
+"""Secrets redaction: credential-shaped strings never reach the database or the logs.
+
+Everything that comes in (provider wire bytes, import documents, titles and prompts given to the
+API) passes through here on the way in. Only *specific* credential shapes are matched (provider
+API keys, bearer tokens, credential headers, key-bearing URL query parameters, JWTs): provider
+payloads legitimately hold long opaque blobs (signatures, encrypted search results) and those
+must round-trip unchanged, so there is no "long random run" rule, and every key prefix must start
+at a token boundary (a key prefix inside a base64url blob is not a key).
+
+Redaction replaces the secret with ``[REDACTED]``, which contains no character that needs escaping
+in JSON, so redacting wire text keeps it valid JSON / SSE.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+MARK = "[REDACTED]"
+
+_HEADER_NAMES = (
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key",
+    "openai-api-key", "anthropic-api-key", "x-auth-token", "cookie", "set-cookie",
+)
+_HEADERS = "|".join(re.escape(h) for h in _HEADER_NAMES)
+_HEADER_HINTS = ("authorization", "api-key", "auth-token", "cookie")  # each name holds one
+_TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One credential shape. ``triggers``: literals (lowercase when ``fold``) without which the
+    rule cannot match, checked with ``in`` before a slow regex runs; a pattern that starts with
+    a literal needs none (the regex engine searches for that literal as fast as ``in``).
+    ``keep``: group 1 (a header name, "Bearer ", "?key=") stays. ``boundary``: the match must
+    not continue a token (a key prefix inside a base64url blob is not a key)."""
+
+    pattern: str
+    triggers: tuple[str, ...]
+    fold: bool = False
+    keep: bool = False
+    boundary: bool = False
+
+
+_RULES = (
+    # A credential header as a JSON member: "authorization": "…" or ["…"] (VCR, HAR files).
+    _Rule(rf'(?i)("(?:{_HEADERS})"\s*:\s*\[?\s*")(?:[^"\\]|\\.)*(?=")', _HEADER_HINTS,
+          fold=True, keep=True),
+    # … as an HTTP / YAML header line: "Authorization: …" up to the end of the line.
+    _Rule(rf"(?im)^([ \t-]*(?:{_HEADERS})[ \t]*:[ \t]*(?:\r?\n[ \t]*-[ \t]*)?)(?=[^\s\[{{])"
+          r"[^\r\n]+", _HEADER_HINTS,
+          fold=True, keep=True),
+    # Bearer / Token credentials (at least 16 characters and one digit: not prose).
+    _Rule(r"(?i)\b((?:bearer|token)[ \t]+)(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*",
+          ("bearer ", "bearer\t", "token ", "token\t"), fold=True, keep=True),
+    # Provider and platform key shapes.
+    _Rule(r"sk-ant-[A-Za-z0-9_\-]{8,}", (), boundary=True),
+    _Rule(r"sk-(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_\-]{20,}", (), boundary=True),
+    _Rule(r"[srp]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_"), boundary=True),
+    _Rule(r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])", (), boundary=True),
+    _Rule(r"gh[pousr]_[A-Za-z0-9]{30,}", (), boundary=True),
+    _Rule(r"github_pat_[A-Za-z0-9_]{30,}", (), boundary=True),
+    _Rule(r"xox[abprs]-[A-Za-z0-9\-]{10,}", (), boundary=True),
+    _Rule(r"ya29\.[A-Za-z0-9_\-.]{20,}", (), boundary=True),
+    _Rule(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_\-])", (), boundary=True),
+    _Rule(r"hf_[A-Za-z0-9]{30,}", (), boundary=True),
+    _Rule(r"gsk_[A-Za-z0-9]{30,}", (), boundary=True),
+    # A JWT (three base64url segments, the first two JSON objects).
+    _Rule(r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", (),
+          boundary=True),
+    # Key-bearing URL query parameters (Gemini's ?key=AIza…, OAuth access_token=…).
+    _Rule(r"(?i)([?&](?:key|api_key|apikey|api-key|access_token|token|client_secret|sig)=)"
+          r"[^&#\s\"'\\<>]+", ("key=", "token=", "secret=", "sig="), fold=True, keep=True),
+)
+
+
+class _Compiled:
+    def __init__(self, rule: _Rule, as_bytes: bool) -> None:
+        self.rule = rule
+        encode = (lambda x: x.encode()) if as_bytes else (lambda x: x)
+        self.regex = re.compile(encode(rule.pattern))
+        self.triggers = tuple(encode(t) for t in rule.triggers)
+        self.mark = encode(MARK)
+
+    def applies(self, value: Any, folded: Any, seen: dict[Any, bool]) -> bool:
+        if not self.triggers:
+            return True
+        if self.triggers not in seen:  # rules sharing triggers scan for them once
+            haystack = folded if self.rule.fold else value
+            seen[self.triggers] = any(t in haystack for t in self.triggers)
+        return seen[self.triggers]
+
+    def start(self, match: re.Match) -> int:
+        """Where the secret itself starts (after a kept prefix)."""
+        return match.start(1) + len(match.group(1)) if self.rule.keep else match.start()
+
+    def is_secret(self, match: re.Match) -> bool:
+        if not self.rule.boundary or match.start() == 0:
+            return True
+        before = match.string[match.start() - 1]
+        before = before if isinstance(before, int) else ord(before)
+        return before not in _TOKEN_CHARS
+
+    def sub(self, value: Any) -> tuple[Any, list[tuple[int, int]]]:
+        """Replace every secret; also return the replaced spans (in ``value`` coordinates)."""
+        spans: list[tuple[int, int]] = []
+        pieces = []
+        last = 0
+        for match in self.regex.finditer(value):
+            if not self.is_secret(match):
+                continue
+            start = self.start(match)
+            pieces += [value[last:start], self.mark]
+            spans.append((start, match.end()))
+            last = match.end()
+        if not spans:
+            return value, spans
+        pieces.append(value[last:])
+        return value[:0].join(pieces), spans
+
+
+_TEXT_RULES = [_Compiled(rule, as_bytes=False) for rule in _RULES]
+_BYTES_RULES = [_Compiled(rule, as_bytes=True) for rule in _RULES]
+
+
+def _apply(value: Any, rules: list[_Compiled]) -> tuple[Any, list[list[tuple[int, int]]]]:
+    layers = []
+    if not value:
+        return value, layers
+    folded = value.lower()
+    seen: dict[Any, bool] = {}
+    for rule in rules:
+        if rule.applies(value, folded, seen):
+            value, spans = rule.sub(value)
+            if spans:
+                layers.append(spans)
+                folded = value.lower()
+                seen.clear()
+    return value, layers
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential-shaped substring replaced by ``[REDACTED]``."""
+    return _apply(text, _TEXT_RULES)[0]
+
+
+def redact_bytes(raw: bytes) -> bytes:
+    """The same for raw wire bytes (SSE, JSON lines, a JSON body), before anything parses them."""
+    if isinstance(raw, str):
+        return redact_text(raw)
+    return _apply(raw, _BYTES_RULES)[0]
+
+
+def looks_secret(text: str) -> bool:
+    return redact_text(text) != text
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON-like value with every credential redacted. Returns ``value`` itself when nothing
+    was found, so a caller can tell by identity.
+
+    A container is scanned as ONE serialized JSON text (far cheaper than a scan per string, and
+    it also sees a credential header as a ``"authorization": "…"`` member); only when something
+    was found is the redacted text decoded back. Redaction keeps JSON text valid: the marker
+    needs no escaping and no rule matches across a quote."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, orjson.Fragment):
+        return redact_fragment(value)
+    if not isinstance(value, dict | list | tuple):
+        return value
+    try:
+        blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # not JSON-like: walk it
+        if isinstance(value, dict):
+            out = {redact_value(k): redact_value(v) for k, v in value.items()}
+        else:
+            out = type(value)(redact_value(v) for v in value)
+        return value if out == value else out
+    redacted = redact_bytes(blob)
+    return value if redacted == blob else orjson.loads(redacted)
+
+
+def redact_fragment(fragment: orjson.Fragment) -> orjson.Fragment:
+    """A JSON text kept verbatim (a stored payload): redacted in its decoded form, re-encoded only
+    when something was found, so clean payloads keep their exact bytes."""
+    raw = orjson.dumps(fragment)  # a Fragment serializes to its own bytes
+    redacted = redact_bytes(raw)
+    if b"\\u" in redacted:  # an escaped key (\u0073k-…) is only visible once decoded
+        decoded = orjson.loads(redacted)
+        cleaned = redact_value(decoded)
+        if cleaned is not decoded:
+            return orjson.Fragment(orjson.dumps(cleaned))
+    return fragment if redacted == raw else orjson.Fragment(redacted)
+
+
+# -- redaction with an offset map (texts that attribution ranges address) ----------------------
+
+
+def redact_with_map(text: str) -> tuple[str, Callable[[int, bool], int]]:
+    """Redact ``text`` and return a function mapping a code-point offset in the original text to
+    one in the redacted text. An offset inside a redacted secret snaps outward (a range start to
+    the marker's start, a range end to the marker's end), so a range never collapses."""
+    redacted, layers = _apply(text, _TEXT_RULES)
+    if not layers:
+        return text, _identity
+
+    def remap(offset: int, is_end: bool) -> int:
+        for spans in layers:
+            offset = _through(spans, offset, is_end)
+        return offset
+
+    return redacted, remap
+
+
+def _identity(offset: int, is_end: bool) -> int:
+    return offset
+
+
+def _through(spans: list[tuple[int, int]], offset: int, is_end: bool) -> int:
+    """Map ``offset`` across one rule's replacements (each span becomes ``MARK``)."""
+    shift = 0
+    for start, end in spans:
+        if offset <= start:
+            break
+        if offset < end:  # strictly inside the secret: snap outward
+            return start + shift + (len(MARK) if is_end else 0)
+        shift += len(MARK) - (end - start)
+    return offset + shift
+
+
+# -- records and documents ---------------------------------------------------------------------
+
+
+def redact_records(records: Iterable[Any]) -> list[Any]:
+    """Redact assembled ``EventRecord``s in place (texts, bodies, attributions, payload values),
+    keeping every attribution range pointed at the same characters of the redacted text."""
+    out = []
+    for record in records:
+        text, remap = redact_with_map(record.text)
+        if text is not record.text:
+            record.text = text
+            for a in record.attributions:
+                if a.start is not None and a.end is not None:
+                    a.start, a.end = remap(a.start, False), remap(a.end, True)
+        record.body = redact_value(record.body)
+        for a in record.attributions:
+            a.url, a.title, a.excerpt = redact_text(a.url), redact_text(a.title), redact_text(
+                a.excerpt)
+            a.replay = _redact_payload(a.replay)
+        record.payload = _redact_payload(record.payload)
+        if getattr(record, "activity_id", ""):
+            record.activity_id = redact_text(record.activity_id)
+        out.append(record)
+    return out
+
+
+def _redact_payload(payload: Any) -> Any:
+    if payload is None:
+        return None
+    value = redact_value(payload.value)
+    if value is payload.value:
+        return payload
+    return type(payload)(payload.provider, payload.format, payload.version, value)
+
+
+def redact_document(doc: Any) -> Any:
+    """An export document (either projection) with credentials redacted; message ranges are
+    remapped onto the redacted text. Returns ``doc`` itself when nothing was found."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("turns"), list):
+        return redact_value(doc)
+    turns = doc["turns"]
+    new_turns = []
+    for turn in turns:
+        if not isinstance(turn, dict) or not isinstance(turn.get("events"), list):
+            new_turns.append(redact_value(turn))
+            continue
+        events = [_redact_event(e) for e in turn["events"]]
+        rest = redact_value({k: v for k, v in turn.items() if k != "events"})
+        new_turns.append({**rest, "events": events})
+    rest = redact_value({k: v for k, v in doc.items() if k != "turns"})
+    out = {**rest, "turns": new_turns}
+    return doc if out == doc else out
+
+
+def _redact_event(event: Any) -> Any:
+    if not isinstance(event, dict) or event.get("kind") != "message" or not isinstance(
+        event.get("text"), str
+    ):
+        return redact_value(event)
+    text, remap = redact_with_map(event["text"])
+    attributions = event.get("attributions")
+    if text is not event["text"] and isinstance(attributions, list):
+        remapped = []
+        for a in attributions:
+            span = a.get("range") if isinstance(a, dict) else None
+            if isinstance(span, dict) and isinstance(span.get("start"), int) and isinstance(
+                span.get("end"), int
+            ):
+                a = {**a, "range": {**span, "start": remap(span["start"], False),
+                                    "end": remap(span["end"], True)}}
+            remapped.append(a)
+        attributions = remapped
+    rest = redact_value({k: v for k, v in event.items() if k not in {"text", "attributions"}})
+    out = {**rest, "text": text}
+    if "attributions" in event:
+        out["attributions"] = redact_value(attributions)
+    return out
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message (attach it to handlers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact_text(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True

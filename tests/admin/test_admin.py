@@ -1,0 +1,197 @@
+"""The admin: read-only append-only data, the payload inspector, and list pages whose query count
+does not grow with the number of rows."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+import pytest
+from django.contrib import admin
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from conversations.admin import decodes, human_size
+from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
+
+pytestmark = pytest.mark.django_db
+
+APPEND_ONLY = [Event, Attribution, ProviderPayload]
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def payload(value, provider="anthropic", format="anthropic.content_block", version="v1"):
+    return ProviderPayload.objects.create(provider=provider, format=format, version=version,
+                                          value=orjson.dumps(value).decode())
+
+
+def populate(n: int) -> Conversation:
+    """A conversation with n turns, n events (each with a payload) and n attributions, written
+    in bulk (the admin is read here, not the store)."""
+    conversation = Conversation.objects.create(title=f"bulk {n}")
+    turns = Turn.objects.bulk_create([
+        Turn(conversation=conversation, index=i, role="agent", provider="anthropic",
+             model=f"claude-{i % 3}", agent_id="anthropic:claude") for i in range(n)])
+    payloads = ProviderPayload.objects.bulk_create([
+        ProviderPayload.build("anthropic", "anthropic.content_block", "v1",
+                              orjson.dumps({"type": "text", "text": f"t{i}"}).decode())
+        for i in range(n)])
+    events = Event.objects.bulk_create([
+        Event(conversation=conversation, turn=turns[i], seq=i + 1, kind="message",
+              text=f"message {i}", payload=payloads[i]) for i in range(n)])
+    Attribution.objects.bulk_create([
+        Attribution(event=events[i], ordinal=0, url=f"https://s{i}.example.com/p",
+                    title=f"source {i}", replay=payloads[i]) for i in range(n)])
+    return conversation
+
+
+# -- read-only ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [*APPEND_ONLY, Turn])
+def test_append_only_models_cannot_be_added_changed_or_deleted(admin_client, model):
+    populate(2)
+    obj = model.objects.first()
+    opts = model._meta
+    base = f"admin:{opts.app_label}_{opts.model_name}"
+    assert admin_client.get(reverse(f"{base}_add")).status_code == 403
+    change = reverse(f"{base}_change", args=[obj.pk])
+    page = admin_client.get(change)
+    assert page.status_code == 200
+    assert b'name="_save"' not in page.content  # a view page, no form to submit
+    assert admin_client.post(change, {}).status_code == 403
+    assert admin_client.post(reverse(f"{base}_delete", args=[obj.pk]),
+                             {"post": "yes"}).status_code == 403
+    assert model.objects.filter(pk=obj.pk).exists()
+    changelist = admin_client.post(reverse(f"{base}_changelist"), {
+        "action": "delete_selected", "_selected_action": [obj.pk]})
+    assert model.objects.filter(pk=obj.pk).exists()
+    assert changelist.status_code in (200, 302)
+
+
+def test_conversation_page_shows_its_turns_inline(admin_client):
+    conversation = populate(3)
+    page = admin_client.get(reverse("admin:conversations_conversation_change",
+                                    args=[conversation.pk]))
+    assert page.status_code == 200
+    assert page.content.count(b"claude-") >= 3
+    assert admin_client.get(reverse("admin:conversations_conversation_add")).status_code == 403
+
+
+def test_api_token_keys_are_not_shown_in_the_admin():
+    from rest_framework.authtoken.models import TokenProxy
+
+    assert not admin.site.is_registered(TokenProxy)
+
+
+# -- the payload inspector ---------------------------------------------------------------------
+
+
+def test_payload_page_is_pretty_escaped_json_with_its_size(admin_client):
+    hostile = payload({"type": "text", "text": "</pre><script>alert(1)</script><img src=x>"})
+    page = admin_client.get(reverse("admin:conversations_providerpayload_change",
+                                    args=[hostile.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "<script>alert(1)" not in html and "<img src=x>" not in html
+    assert "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '{\n  &quot;type&quot;: &quot;text&quot;' in html  # pretty-printed, escaped
+    assert human_size(hostile.size) in html
+
+
+def test_large_payload_shows_a_preview_and_a_download(admin_client, client, django_user_model):
+    big = payload({"type": "text", "text": "x" * 1_200_000})
+    page = admin_client.get(reverse("admin:conversations_providerpayload_change",
+                                    args=[big.pk]))
+    assert page.status_code == 200
+    assert len(page.content) < 200_000  # only a preview
+    assert "1.1 MB" in page.content.decode()
+    download = reverse("admin:conversations_providerpayload_download", args=[big.pk])
+    assert download in page.content.decode()
+    response = admin_client.get(download)
+    assert response.status_code == 200
+    assert response["Content-Disposition"].startswith("attachment;")
+    assert response["Content-Type"] == "application/json"
+    assert response.content == big.value.encode()
+    # staff only
+    user = django_user_model.objects.create_user("plain", password="pw-plain-123")
+    client.force_login(user)
+    assert client.get(download).status_code == 302
+    client.logout()
+    assert client.get(download).status_code == 302
+
+
+def test_decodes_with_its_adapter():
+    pytest.importorskip("providers.anthropic")
+    good = orjson.dumps({"type": "text", "text": "hi"}).decode()
+    assert decodes("anthropic", "anthropic.content_block", good) is True
+    assert decodes("anthropic", "anthropic.content_block", '{"no": "type"}') is False
+    assert decodes("anthropic", "anthropic.unknown_format", good) is False
+    assert decodes("anthropic", "anthropic.content_block", "not json") is False
+    assert decodes("acme", "acme.block", good) is None  # no adapter to ask
+
+
+def test_payload_list_filters_and_decode_column(admin_client):
+    pytest.importorskip("providers.anthropic")
+    payload({"type": "text", "text": "ok"})
+    payload({"nope": 1})
+    payload({"x": 1}, provider="openai", format="openai.responses.output_item", version="v9")
+    url = reverse("admin:conversations_providerpayload_changelist")
+    page = admin_client.get(url).content.decode()
+    assert "icon-yes" in page and "icon-no" in page
+    for query, rows in (("provider=anthropic", 2), ("provider=openai", 1),
+                        ("format=anthropic.content_block", 2), ("version=v9", 1)):
+        changelist = admin_client.get(f"{url}?{query}").context["cl"]
+        assert changelist.result_count == rows, query
+
+
+def test_attribution_search_by_url_or_domain(admin_client):
+    populate(5)
+    url = reverse("admin:conversations_attribution_changelist")
+    assert admin_client.get(f"{url}?q=s3.example").context["cl"].result_count == 1
+    assert admin_client.get(f"{url}?q=domain:example.com").context["cl"].result_count == 5
+    assert admin_client.get(f"{url}?q=domain:s2.example.com").context["cl"].result_count == 1
+    assert admin_client.get(f"{url}?q=domain:ample.com").context["cl"].result_count == 0
+
+
+def test_event_list_filters_by_conversation(admin_client):
+    one, other = populate(3), populate(4)
+    url = reverse("admin:conversations_event_changelist")
+    assert admin_client.get(f"{url}?conversation__id__exact={one.pk}").context[
+        "cl"].result_count == 3
+    assert admin_client.get(f"{url}?conversation__id__exact={other.pk}&kind=message").context[
+        "cl"].result_count == 4
+
+
+# -- list pages stay fast ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [Conversation, Turn, Event, Attribution, ProviderPayload])
+def test_list_page_query_count_is_constant_in_the_row_count(admin_client, model,
+                                                            django_assert_max_num_queries):
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(url).status_code == 200
+        return len(captured)
+
+    populate(30)
+    if model is Conversation:
+        for i in range(30):
+            Conversation.objects.create(title=f"c{i}")
+    small = queries()
+    populate(300)
+    if model is Conversation:
+        Conversation.objects.bulk_create([Conversation(title=f"d{i}", id=uuid.uuid4())
+                                          for i in range(300)])
+    large = queries()
+    assert large == small, f"{model.__name__}: {small} queries for few rows, {large} for many"
+    with django_assert_max_num_queries(12):
+        admin_client.get(url)
