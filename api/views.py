@@ -61,7 +61,7 @@ from conversations.projections import (
     turn_dict,
 )
 from conversations.provenance import ProvenanceError
-from conversations.redaction import redact_document, redact_text
+from conversations.redaction import redact_text
 from conversations.registries import UnregisteredValue
 from conversations.schema import InvalidDocument
 from providers.wire import MalformedInput
@@ -326,9 +326,8 @@ class ImportView(ApiView):
         "yours. Credentials found in it are redacted. All or nothing.",
     )
     def post(self, request: Request) -> Response:
-        doc = redact_document(request.data)
         try:
-            conversation = import_document(doc, owner=request.user)
+            conversation = import_document(request.data, owner=request.user)
         except InvalidDocument as exc:
             raise ParseError(f"Not a valid export document: {exc}") from None
         except (ProvenanceError, UnregisteredValue, ValueError) as exc:

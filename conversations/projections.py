@@ -28,6 +28,7 @@ from conversations.models import (
     dumps,
     url_domain,
 )
+from conversations.redaction import redact_document
 from conversations.registries import END_REASONS, EVENT_KINDS
 from conversations.schema import InvalidDocument, validate_export
 
@@ -199,9 +200,21 @@ def _ids_taken(doc: dict[str, Any]) -> bool:
     )
 
 
+def _check_provenance(doc: dict[str, Any]) -> None:
+    for t_index, t in enumerate(doc["turns"]):
+        model = (t.get("agent") or {}).get("model") or {}
+        try:
+            provenance.validate(t["role"], model.get("provider", ""), model.get("model", ""))
+        except provenance.ProvenanceError as exc:
+            raise InvalidDocument(f"turns[{t_index}].agent.model: {exc}") from None
+
+
 def import_document(doc: Any, *, owner: Any = None) -> Conversation:
-    """Create a conversation from an export document (either projection). All or nothing."""
+    """Create a conversation from an export document (either projection). All or nothing.
+    Credentials found anywhere in it are redacted on the way in."""
     validate_export(doc)
+    _check_provenance(doc)  # before redaction: a credential posing as a model is refused
+    doc = redact_document(doc)
     with transaction.atomic():
         fresh = _ids_taken(doc)
 
@@ -232,10 +245,6 @@ def import_document(doc: Any, *, owner: Any = None) -> Conversation:
             if t.get("end_reason"):
                 _require(t["end_reason"] in END_REASONS, where,
                          f"unknown end_reason {t['end_reason']!r}")
-            try:
-                provenance.validate(t["role"], model.get("provider", ""), model.get("model", ""))
-            except provenance.ProvenanceError as exc:
-                raise InvalidDocument(f"{where}.agent.model: {exc}") from None
             turn = Turn(
                 id=new_id(t["id"], f"{where}.id"), conversation=conversation, index=t["index"],
                 role=t["role"], status=t["status"], end_reason=t.get("end_reason") or "",
