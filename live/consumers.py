@@ -19,6 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations.models import Conversation
 from live import protocol, state
+from live.hub import hub
 
 log = logging.getLogger("turnscope.live")
 
@@ -43,6 +44,9 @@ def _can_view(user: Any, conversation_id: uuid.UUID) -> Conversation | None:
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
+    # No channel of its own: the process's hub (live.hub) reads the group once and hands each
+    # message to live_message of every local viewer.
+    channel_layer_alias = None
     conversation: Conversation | None = None
     group: str | None = None
 
@@ -65,7 +69,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self._bad = 0
         self._window_start = time.monotonic()
         self._window_count = 0
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await hub().join(self.group, self)
         from live import demo_hooks
 
         demo_hooks.viewer_joined(conversation_id)
@@ -76,7 +80,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await hub().leave(self.group, self)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation is None:
@@ -115,7 +119,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return self._window_count <= RATE_LIMIT
 
     async def live_message(self, event: dict[str, Any]) -> None:
-        """A message the turn runner published to this conversation's group."""
+        """A message the turn runner published to this conversation's group (from the hub)."""
         text = event.get("text")
         if isinstance(text, str):
             await self.send(text_data=text)

@@ -92,6 +92,7 @@ class TurnRunner:
         self.block_seq: int | None = None
         self.pending: list[str] = []
         self.pending_cites: list[dict[str, str]] = []
+        self.pending_events: list[dict[str, Any]] = []  # committed, not yet published
         self.flush_at: float | None = None
         self._due = 0.0
         self._provenance_done = False
@@ -161,8 +162,7 @@ class TurnRunner:
             self._due = max(self._due, loop.time() - 0.25) + seconds / self.speed
         while True:
             now = loop.time()
-            if self.pending and self.flush_at is not None and self.flush_at <= max(now,
-                                                                                   self._due):
+            if self.flush_at is not None and self.flush_at <= max(now, self._due):
                 if self.flush_at > now:
                     await asyncio.sleep(self.flush_at - now)
                 await self._flush()
@@ -218,7 +218,16 @@ class TurnRunner:
         }
 
     async def _flush(self) -> None:
+        """Publish what the window gathered: committed events (one message), then the text
+        deltas (one message). The store and the cache are already up to date."""
         self.flush_at = None
+        assert self.turn is not None
+        if self.pending_events:
+            events, self.pending_events = self.pending_events, []
+            await publish.publish(self.conversation.pk, {
+                "type": "events", "turn": str(self.turn.pk), "index": self.turn.index,
+                "seq_from": events[0]["seq"], "seq_to": events[-1]["seq"], "events": events,
+            }, self.layer)
         if not self.pending and not self.pending_cites:
             return
         text, cites = "".join(self.pending), self.pending_cites
@@ -228,7 +237,6 @@ class TurnRunner:
             self.block_seq = self.delta_seq
         self.tail_text.append(text)
         self.tail_cites.extend(cites)
-        assert self.turn is not None
         # The cache first: a fragment or state read after this delta arrives includes it.
         await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
         await publish.publish(self.conversation.pk, {
@@ -247,11 +255,10 @@ class TurnRunner:
             return
         events = await _db(store.append_events)(self.turn, records)
         self.last_seq = events[-1].seq
-        await publish.publish(self.conversation.pk, {
-            "type": "events", "turn": str(self.turn.pk), "index": self.turn.index,
-            "seq_from": events[0].seq, "seq_to": events[-1].seq,
-            "events": [_event_brief(e) for e in events],
-        }, self.layer)
+        # Published with the next flush: one message per window however many commits it saw.
+        self.pending_events.extend(_event_brief(e) for e in events)
+        if self.flush_at is None:
+            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
 
     async def _provenance(self) -> None:
         assert self.turn is not None
@@ -286,6 +293,7 @@ class TurnRunner:
 
     async def _publish_turn(self) -> None:
         assert self.turn is not None
+        await self._flush()  # the events this message's seq covers go first
         turn = self.turn
         await publish.publish(self.conversation.pk, {
             "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,

@@ -1,0 +1,418 @@
+"""Live fan-out: M concurrent replays at 20x with N websocket viewers each, on ONE process.
+
+    uv run python -m bench.live [--replays 20] [--viewers 10] [--speed 20]
+
+Phase 1 (live): a daphne process (SQLite, in-memory channel layer) replays the bundled samples
+into M conversations at once, each watched by N websocket clients. Measured: delta latency from
+publish (the runner's timestamp) to client receipt, p50/p99/max; characters lost or duplicated
+(every block's deltas must spell the stored event's text exactly); server CPU per streamed KB.
+
+Phase 2 (floor), in the same run: a bare websocket server (``websockets``, no Django, no
+Channels) that echoes each publisher message to its group's N subscribers, fed the same message
+sizes and timings as phase 1 recorded. Same latency and CPU figures; the report gives the
+ratios. Target: live p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+# ------------------------------------------------------------------------- server processes
+
+
+def serve_live(port: int, replays: int, viewers: int, speed: float) -> None:
+    """The live server: prepare, print the session and conversations, then serve; start the
+    replays once every viewer is connected, and print the stored texts when they are done."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "turnscope.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import (
+        BACKEND_SESSION_KEY,
+        HASH_SESSION_KEY,
+        SESSION_KEY,
+        get_user_model,
+    )
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.core.management import call_command
+
+    from conversations import store
+    from conversations.models import Conversation
+    from live import bundled, demo_hooks, runner, serve
+
+    if os.environ.get("BENCH_LIVE_LAYER"):
+        from django.conf import settings
+
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": os.environ["BENCH_LIVE_LAYER"]}}
+    call_command("migrate", interactive=False, verbosity=0)
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    conversations = [store.create_conversation(title=f"bench {i}", owner=user)
+                     for i in range(replays)]
+    samples = [s for s in bundled.samples() if s.available()]
+    joined = 0
+    everyone = asyncio.Event()
+
+    def viewer_joined(conversation_id: Any) -> None:
+        nonlocal joined
+        joined += 1
+        if joined >= replays * viewers:
+            everyone.set()
+
+    demo_hooks.viewer_joined = viewer_joined
+
+    async def run_all() -> None:
+        await everyone.wait()
+        print(json.dumps({"start": time.time()}), flush=True)
+
+        async def one(conversation: Conversation) -> None:
+            for sample in samples:
+                await runner.run_recording(conversation, sample.provider, list(sample.responses),
+                                           prompt=sample.prompt, speed=speed)
+
+        profile = None
+        if os.environ.get("BENCH_LIVE_PROFILE"):  # where the server's loop spends its time
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
+        await asyncio.gather(*(one(c) for c in conversations))
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["BENCH_LIVE_PROFILE"])
+        texts = {}
+        for c in conversations:
+            texts[str(c.pk)] = await _texts(c)
+        print(json.dumps({"done": time.time(), "texts": texts}), flush=True)
+
+    print(json.dumps({"session": session.session_key,
+                      "conversations": [str(c.pk) for c in conversations]}), flush=True)
+    serve.serve("127.0.0.1", port, on_ready=run_all, static=False, verbosity=0)
+
+
+async def _texts(conversation: Any) -> list[str]:
+    from asgiref.sync import sync_to_async
+
+    from conversations.models import Event
+
+    return await sync_to_async(list)(
+        Event.objects.filter(conversation=conversation, turn__role="agent",
+                             kind__in=("message", "reasoning")).exclude(text="")
+        .order_by("seq").values_list("text", flat=True)
+    )
+
+
+def serve_floor(port: int) -> None:
+    """A bare websocket group echo: /pub/<g> messages go to every /sub/<g> client."""
+    from websockets.asyncio.server import serve
+
+    groups: dict[str, set[Any]] = defaultdict(set)
+
+    async def handler(ws: Any) -> None:
+        _, role, group = ws.request.path.split("/", 2)
+        if role == "sub":
+            groups[group].add(ws)
+            try:
+                await ws.wait_closed()
+            finally:
+                groups[group].discard(ws)
+            return
+        async for message in ws:
+            for sub in list(groups[group]):
+                try:
+                    await sub.send(message)
+                except Exception:
+                    groups[group].discard(sub)
+
+    async def main() -> None:
+        async with serve(handler, "127.0.0.1", port, compression=None):
+            print(json.dumps({"ready": True}), flush=True)
+            await asyncio.Future()
+
+    asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------ the bench
+
+
+async def _spawn(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.live", *args, cwd=REPO, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=2**26,
+    )
+
+
+async def _line(proc: asyncio.subprocess.Process, timeout: float = 120) -> dict[str, Any]:
+    while True:
+        raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
+        if not raw:
+            raise RuntimeError("server process ended early")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            continue
+
+
+async def _wait_port(port: int) -> None:
+    for _ in range(300):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Viewer:
+    """One websocket client of a conversation: keeps every delta and when it arrived."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.deltas: list[dict[str, Any]] = []
+        self.bytes = 0
+
+    async def watch(self, url: str, headers: dict[str, str], ready: asyncio.Event,
+                    stop: asyncio.Event) -> None:
+        from websockets.asyncio.client import connect
+
+        async with connect(url, additional_headers=headers, compression=None,
+                           max_size=2**22) as ws:
+            ready.set()
+            while not stop.is_set():
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    continue
+                now = time.time() * 1000
+                message = json.loads(raw)
+                if message.get("type") == "delta":
+                    self.latencies.append(now - message["ts"])
+                    self.deltas.append(message)
+                    self.bytes += len(message["text"].encode())
+
+
+def check_text(viewer: Viewer, stored: list[str]) -> tuple[int, int]:
+    """(lost, duplicated) characters: a viewer's deltas, put back into blocks by their seqs,
+    against the stored texts of the blocks."""
+    seen: dict[tuple[str, int], int] = defaultdict(int)
+    blocks: dict[tuple[str, int], list[str]] = defaultdict(list)
+    duplicated = 0
+    for m in viewer.deltas:
+        key = (m["turn"], m["delta_seq"])
+        seen[key] += 1
+        if seen[key] > 1:
+            duplicated += len(m["text"])
+            continue
+        blocks[(m["turn"], m["block_seq"])].append(m["text"])
+    received = ["".join(parts) for _, parts in sorted(blocks.items(), key=lambda kv: kv[0])]
+    lost = max(0, sum(len(t) for t in stored) - sum(len(t) for t in received))
+    if sorted(received) != sorted(stored):
+        lost = max(lost, 1)
+    return lost, duplicated
+
+
+async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    port = _free_port()
+    proc = await _spawn("--serve-live", str(port), str(args.replays), str(args.viewers),
+                        str(args.speed), env=env)
+    try:
+        info = await _line(proc)
+        await _wait_port(port)
+        headers = {"Cookie": f"sessionid={info['session']}", "Origin": f"http://127.0.0.1:{port}"}
+        stop = asyncio.Event()
+        viewers: dict[str, list[Viewer]] = {}
+        tasks = []
+        for conversation in info["conversations"]:
+            viewers[conversation] = []
+            for _ in range(args.viewers):
+                viewer, ready = Viewer(), asyncio.Event()
+                viewers[conversation].append(viewer)
+                url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation}/"
+                tasks.append(asyncio.create_task(viewer.watch(url, headers, ready, stop)))
+                await ready.wait()
+        start = await _line(proc)
+        cpu0 = cpu_seconds(proc.pid)
+        done = await _line(proc, timeout=600)
+        cpu1 = cpu_seconds(proc.pid)
+        await asyncio.sleep(0.5)  # the last deltas in flight
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    everyone = [v for vs in viewers.values() for v in vs]
+    lost = duplicated = 0
+    for conversation, vs in viewers.items():
+        for v in vs:
+            lo, du = check_text(v, done["texts"][conversation])
+            lost, duplicated = lost + lo, duplicated + du
+    streamed_kb = sum(len(t.encode()) for ts in done["texts"].values() for t in ts) / 1024
+    delivered_kb = sum(v.bytes for v in everyone) / 1024
+    # the message timeline of one viewer per conversation, for the floor to replay
+    timeline = {
+        c: [(m["ts"], len(m["text"])) for m in vs[0].deltas] for c, vs in viewers.items()
+    }
+    return {
+        "latencies": [x for v in everyone for x in v.latencies],
+        "messages": sum(len(v.deltas) for v in everyone),
+        "lost": lost, "duplicated": duplicated,
+        "seconds": done["done"] - start["start"],
+        "cpu": cpu1 - cpu0, "streamed_kb": streamed_kb, "delivered_kb": delivered_kb,
+        "timeline": timeline,
+    }
+
+
+async def floor_phase(args: argparse.Namespace, env: dict[str, str],
+                      timeline: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+
+    port = _free_port()
+    proc = await _spawn("--serve-floor", str(port), env=env)
+    try:
+        await _line(proc)
+        stop = asyncio.Event()
+        viewers: list[Viewer] = []
+        tasks = []
+        for group in timeline:
+            for _ in range(args.viewers):
+                viewer, ready = Viewer(), asyncio.Event()
+                viewers.append(viewer)
+                tasks.append(asyncio.create_task(viewer.watch(
+                    f"ws://127.0.0.1:{port}/sub/{group}", {}, ready, stop)))
+                await ready.wait()
+        cpu0 = cpu_seconds(proc.pid)
+        t0 = time.time() * 1000
+
+        async def publish(group: str, steps: list[tuple[float, int]]) -> None:
+            if not steps:
+                return
+            first = steps[0][0]
+            async with connect(f"ws://127.0.0.1:{port}/pub/{group}", compression=None) as ws:
+                for n, (ts, size) in enumerate(steps, start=1):
+                    delay = (t0 + ts - first) - time.time() * 1000
+                    if delay > 0:
+                        await asyncio.sleep(delay / 1000)
+                    await ws.send(json.dumps({"type": "delta", "turn": group, "delta_seq": n,
+                                              "block_seq": n, "text": "x" * size,
+                                              "ts": time.time() * 1000}))
+
+        await asyncio.gather(*(publish(g, s) for g, s in timeline.items()))
+        cpu1 = cpu_seconds(proc.pid)
+        await asyncio.sleep(0.5)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    sent = sum(len(s) for s in timeline.values()) * args.viewers
+    received = sum(len(v.deltas) for v in viewers)
+    delivered_kb = sum(v.bytes for v in viewers) / 1024
+    return {"latencies": [x for v in viewers for x in v.latencies], "messages": received,
+            "missing_messages": sent - received, "cpu": cpu1 - cpu0,
+            "delivered_kb": delivered_kb}
+
+
+def report(args: argparse.Namespace, live: dict[str, Any], floor: dict[str, Any]) -> None:
+    lp50, lp99 = percentile(live["latencies"], 0.5), percentile(live["latencies"], 0.99)
+    fp50, fp99 = percentile(floor["latencies"], 0.5), percentile(floor["latencies"], 0.99)
+    live_cpu_kb = 1000 * live["cpu"] / max(live["delivered_kb"], 1e-9)
+    floor_cpu_kb = 1000 * floor["cpu"] / max(floor["delivered_kb"], 1e-9)
+    print(f"live fan-out: {args.replays} replays x {args.viewers} viewers at {args.speed}x, "
+          f"one daphne process (SQLite, {args.layer or 'the configured layer'})")
+    print(f"  run {live['seconds']:.1f} s, {live['messages']} deltas received, "
+          f"{live['streamed_kb']:.1f} KB streamed, {live['delivered_kb']:.1f} KB delivered")
+    print(f"  latency publish->receipt  p50 {lp50:6.1f} ms  p99 {lp99:6.1f} ms  "
+          f"max {max(live['latencies'] or [0]):6.1f} ms   (target p99 <= 50 ms: "
+          f"{'met' if lp99 <= 50 else 'MISSED'})")
+    print(f"  lost characters {live['lost']}, duplicated characters {live['duplicated']}")
+    print(f"  server CPU {live['cpu']:.2f} s = {1000 * live['cpu'] / live['streamed_kb']:.1f} "
+          f"ms per streamed KB, {live_cpu_kb:.2f} ms per delivered KB")
+    print(f"floor: bare websocket group echo, same message sizes and timings "
+          f"({floor['messages']} received, {floor['missing_messages']} missing)")
+    print(f"  latency send->receipt     p50 {fp50:6.1f} ms  p99 {fp99:6.1f} ms  "
+          f"max {max(floor['latencies'] or [0]):6.1f} ms")
+    print(f"  server CPU {floor['cpu']:.2f} s = {floor_cpu_kb:.2f} ms per delivered KB")
+    print(f"ratio live/floor: p50 {lp50 / max(fp50, 1e-9):.1f}x, "
+          f"p99 {lp99 / max(fp99, 1e-9):.1f}x, "
+          f"CPU per delivered KB {live_cpu_kb / max(floor_cpu_kb, 1e-9):.1f}x")
+
+
+async def bench(args: argparse.Namespace) -> None:
+    tmp = tempfile.mkdtemp(prefix="turnscope-bench-live-")
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update({"SQLITE_PATH": str(Path(tmp) / "bench.sqlite3"), "TURNSCOPE_VAR_DIR": tmp,
+                "PYTHONPATH": str(REPO), "DJANGO_SETTINGS_MODULE": "turnscope.settings",
+                "LOG_LEVEL": "ERROR"})
+    if args.layer:
+        env["BENCH_LIVE_LAYER"] = args.layer
+    live = await live_phase(args, env)
+    floor = await floor_phase(args, env, live["timeline"])
+    report(args, live, floor)
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            k: v for k, v in {**{f"live_{k}": v for k, v in live.items()},
+                              **{f"floor_{k}": v for k, v in floor.items()}}.items()
+            if "latencies" not in k and "timeline" not in k}, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--viewers", type=int, default=10)
+    parser.add_argument("--speed", type=float, default=20.0)
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--layer", default="",
+                        help="channel layer backend for the live server (default: settings)")
+    parser.add_argument("--serve-live", nargs=4, metavar=("PORT", "M", "N", "SPEED"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_live:
+        port, m, n, speed = args.serve_live
+        serve_live(int(port), int(m), int(n), float(speed))
+    elif args.serve_floor:
+        serve_floor(int(args.serve_floor))
+    else:
+        asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()

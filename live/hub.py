@@ -1,0 +1,79 @@
+"""One channel-layer subscription per process and conversation, fanned out to local sockets.
+
+Subscribing every websocket to the conversation's group makes the layer carry each message
+once per viewer (and, on Redis, once per viewer over the network). Here each process reads a
+group once, on one channel, and hands every message to its local consumers in order. A
+consumer that cannot keep up slows this reader; the layer then drops for the whole process, and
+the browsers see the gap in the seqs and resync, as they would from any other loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+log = logging.getLogger("turnscope.live")
+
+
+class Hub:
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.members: dict[str, set[Any]] = {}
+        self.readers: dict[str, tuple[str, asyncio.Task[None]]] = {}
+        self._lock = asyncio.Lock()
+
+    async def join(self, group: str, consumer: Any) -> None:
+        async with self._lock:
+            self.members.setdefault(group, set()).add(consumer)
+            if group not in self.readers:
+                channel = await self.layer.new_channel()
+                await self.layer.group_add(group, channel)
+                task = asyncio.ensure_future(self._read(group, channel))
+                self.readers[group] = (channel, task)
+
+    async def leave(self, group: str, consumer: Any) -> None:
+        async with self._lock:
+            members = self.members.get(group)
+            if members is None:
+                return
+            members.discard(consumer)
+            if members:
+                return
+            del self.members[group]
+            channel, task = self.readers.pop(group)
+            task.cancel()
+            await self.layer.group_discard(group, channel)
+
+    async def _read(self, group: str, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a layer hiccup (e.g. Redis restarting): retry, viewers resync
+                log.warning("live hub: receive on %s failed", group, exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            for consumer in list(self.members.get(group, ())):
+                try:
+                    await consumer.live_message(message)
+                except Exception:
+                    log.debug("live hub: a viewer of %s went away", group, exc_info=True)
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, Hub]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def hub(layer: Any = None) -> Hub:
+    """This event loop's hub for ``layer`` (the default channel layer if None)."""
+    layer = layer or get_channel_layer()
+    per_loop = _hubs.setdefault(asyncio.get_running_loop(), {})
+    if id(layer) not in per_loop:
+        per_loop[id(layer)] = Hub(layer)
+    return per_loop[id(layer)]
