@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-
 import providers
 from conversations import redaction, store
 from conversations.builder import EventBuilder, EventRecord
@@ -104,22 +102,20 @@ def ingest(
 ) -> IngestSummary:
     """Store ``files`` (a response and its continuations) as one agent turn."""
     builder, records = assemble(provider, files)
-    with transaction.atomic():
-        if conversation is None:
-            conversation = store.create_conversation(
-                title=title or _title(prompt, records, builder), owner=owner
-            )
-        if prompt:
-            store.append_user_turn(conversation, prompt)
-        turn = store.start_turn(
-            conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING,
-            provider=builder.provider, model=builder.model,
-        )
-        store.append_events(turn, records)
-        store.finish_turn(
-            turn, status=builder.outcome.status, end_reason=builder.outcome.end_reason,
-            responses=builder.responses,
-        )
+    turns = []
+    if prompt:
+        turns.append(store.NewTurn(Turn.Role.USER, [EventRecord("message", text=prompt)]))
+    turns.append(store.NewTurn(
+        Turn.Role.AGENT, records, status=builder.outcome.status,
+        end_reason=builder.outcome.end_reason, responses=builder.responses,
+        provider=builder.provider, model=builder.model, finished=True,
+    ))
+    # The whole turn is known: conversation, turns and every row in one transaction.
+    conversation, written = store.record_turns(
+        turns, conversation=conversation, owner=owner,
+        title="" if conversation is not None else title or _title(prompt, records, builder),
+    )
+    turn = written[-1]
     summary = _summary(conversation, turn, builder, records)
     log.info(
         "ingested %s turn %s: %d events, %d citations, usage %s",

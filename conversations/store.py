@@ -4,11 +4,17 @@ nothing else writes conversations, turns or events.
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db import transaction
+from django.db import connections, router, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from conversations.builder import EventRecord
@@ -23,6 +29,8 @@ from conversations.models import (
 )
 from conversations.parts import Payload
 from conversations.registries import EVENT_KINDS
+
+log = logging.getLogger("turnscope.store")
 
 
 def create_conversation(
@@ -154,3 +162,305 @@ def turn_events(turn: Turn) -> list[Event]:
     )
 
 
+
+
+# -- whole turns ---------------------------------------------------------------------------------
+
+
+@dataclass
+class NewTurn:
+    """A turn known whole: its events and how it ended (``record_turns`` writes it at once)."""
+
+    role: str
+    records: Sequence[EventRecord]
+    status: str = Turn.Status.COMPLETE
+    end_reason: str = ""
+    responses: Sequence[dict[str, Any]] = ()
+    provider: str = ""
+    model: str = ""
+    agent_id: str = ""
+    finished: bool = False  # stamp completed_at (finish_turn's doing on the step-by-step path)
+
+
+def record_turns(
+    turns: Sequence[NewTurn],
+    *,
+    conversation: Conversation | None = None,
+    title: str = "",
+    owner: Any = None,
+) -> tuple[Conversation, list[Turn]]:
+    """Append whole turns, every event, attribution and payload included, to ``conversation``
+    (or to a new conversation with ``title`` and ``owner``) in one transaction.
+
+    The rows are what ``create_conversation`` + ``start_turn`` + ``append_events`` +
+    ``finish_turn`` would write, with the same checks (provenance, registered end reasons and
+    event kinds), written with one INSERT statement per table instead of going through the ORM
+    row by row. Turns and events are numbered after what the conversation already holds,
+    under its row lock.
+    """
+    using = router.db_for_write(Conversation)
+    connection = connections[using]
+    tables = _Tables.of(connection)
+    if tables is None:  # the models no longer match the columns below: take the ORM path
+        return _record_turns_orm(turns, conversation=conversation, title=title, owner=owner)
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        now = timezone.now()
+        stamp = connection.ops.adapt_datetimefield_value(now)
+        if conversation is None:
+            conversation = Conversation(title=title[:300], owner=owner, created_at=now,
+                                        updated_at=now)
+            index, first_seq, new = 0, 1, True
+        else:
+            index, first_seq = tables.lock(cursor, conversation.pk)
+            new = False
+        rows = _Rows(tables, conversation.pk, stamp)
+        made: list[Turn] = []
+        seq = first_seq
+        for offset, spec in enumerate(turns):
+            turn = Turn(
+                id=uuid.uuid4(), conversation=conversation, index=index + offset,
+                role=spec.role, status=spec.status, end_reason=spec.end_reason,
+                agent_id=spec.agent_id or (
+                    f"{spec.provider}:{spec.model}"
+                    if spec.role == Turn.Role.AGENT and spec.model else ""
+                ),
+                provider=spec.provider, model=spec.model, created_at=now,
+                completed_at=now if spec.finished else None,
+            )
+            if spec.responses:
+                turn.responses = dumps(list(spec.responses))
+            turn.validate_invariants()  # what Turn.save() checks
+            rows.turn(turn)
+            seq = rows.events(turn.pk, seq, spec.records)
+            made.append(turn)
+        conversation.next_seq = seq
+        conversation.updated_at = now
+        if new:
+            tables.insert_conversation(cursor, conversation, stamp)
+        else:
+            tables.bump(cursor, conversation.pk, seq, stamp)
+        rows.write(cursor)
+    for turn in made:
+        turn._state.adding = False
+        turn._state.db = using
+    if new:
+        conversation._state.adding = False
+        conversation._state.db = using
+    return conversation, made
+
+
+def _record_turns_orm(
+    turns: Sequence[NewTurn], *, conversation: Conversation | None, title: str, owner: Any
+) -> tuple[Conversation, list[Turn]]:
+    with transaction.atomic():
+        if conversation is None:
+            conversation = create_conversation(title=title, owner=owner)
+        made = []
+        for spec in turns:
+            turn = start_turn(
+                conversation, spec.role, status=spec.status, agent_id=spec.agent_id,
+                provider=spec.provider, model=spec.model,
+            )
+            append_events(turn, spec.records)
+            if spec.finished:
+                finish_turn(turn, status=spec.status, end_reason=spec.end_reason,
+                            responses=spec.responses)
+            made.append(turn)
+    return conversation, made
+
+
+def _payload_values(payload: Payload) -> tuple[str, int, str]:
+    """A payload value as stored: its JSON text, size in bytes and SHA-256 (see
+    ProviderPayload.build)."""
+    value = payload.value
+    if isinstance(value, orjson.Fragment):
+        contents = value.contents
+        raw = contents if isinstance(contents, bytes) else contents.encode()
+    else:
+        raw = orjson.dumps(value)
+    return raw.decode(), len(raw), hashlib.sha256(raw).hexdigest()
+
+
+class _Rows:
+    """The rows of one ``record_turns`` call, as parameter tuples in ``_Tables`` column order."""
+
+    def __init__(self, tables: _Tables, conversation_id: Any, stamp: Any) -> None:
+        self.tables = tables
+        self.native = tables.native_uuid
+        self.conversation = tables.uuid(conversation_id)
+        self.stamp = stamp
+        self.turns: list[tuple[Any, ...]] = []
+        self.payloads: list[tuple[Any, ...]] = []
+        self.event_rows: list[tuple[Any, ...]] = []
+        self.attributions: list[tuple[Any, ...]] = []
+        self.domains: dict[str, str] = {}
+
+    def ids(self, count: int) -> list[Any]:
+        """``count`` fresh random (version 4) UUIDs, as the database takes them (one read of
+        os.urandom for all of them: uuid.uuid4() reads it once per id)."""
+        native = self.native
+        raw = os.urandom(16 * count)
+        out = []
+        for at in range(0, 16 * count, 16):
+            value = int.from_bytes(raw[at : at + 16], "big")
+            value = (value & _UUID4_CLEAR) | _UUID4_SET
+            out.append(uuid.UUID(int=value) if native else f"{value:032x}")
+        return out
+
+    def turn(self, turn: Turn) -> None:
+        self.turns.append((
+            self.tables.uuid(turn.pk), self.conversation, turn.index, turn.role, turn.status,
+            turn.end_reason, turn.agent_id, turn.provider, turn.model, turn.responses,
+            self.stamp, self.stamp if turn.completed_at is not None else None,
+        ))
+
+    def _payload(self, payload: Payload | None, payload_id: Any) -> Any:
+        if payload is None:
+            return None
+        value, size, digest = _payload_values(payload)
+        self.payloads.append((
+            payload_id, payload.provider, payload.format, payload.version, value, size, digest,
+            self.stamp,
+        ))
+        return payload_id
+
+    def events(self, turn_id: Any, seq: int, records: Sequence[EventRecord]) -> int:
+        """Rows for ``records`` numbered from ``seq``; returns the next seq."""
+        turn_id = self.tables.uuid(turn_id)
+        needed = len(records) * 2 + sum(len(r.attributions) for r in records)
+        ids = iter(self.ids(needed))
+        check = EVENT_KINDS.check
+        domains = self.domains
+        for record in records:
+            check(record.kind)  # what Event.save() checks
+            event_id = next(ids)
+            self.event_rows.append((
+                event_id, self.conversation, turn_id, seq, record.kind, record.text,
+                record.incomplete, dumps(record.body), record.activity_id,
+                self._payload(record.payload, next(ids)), self.stamp,
+            ))
+            seq += 1
+            for ordinal, a in enumerate(record.attributions):
+                domain = domains.get(a.url)
+                if domain is None:
+                    domain = domains[a.url] = url_domain(a.url)
+                replay = self._payload(a.replay, next(ids)) if a.replay is not None else None
+                self.attributions.append((
+                    event_id, ordinal, a.url, domain, a.title, a.excerpt, a.start, a.end,
+                    a.incomplete, replay,
+                ))
+        return seq
+
+    def write(self, cursor: Any) -> None:
+        tables = self.tables
+        for sql, rows in (
+            (tables.turn_sql, self.turns),
+            (tables.payload_sql, self.payloads),
+            (tables.event_sql, self.event_rows),
+            (tables.attribution_sql, self.attributions),
+        ):
+            if rows:
+                cursor.executemany(sql, rows)
+
+
+# uuid4: version 4 in bits 76-79, the RFC 4122 variant in bits 62-63 (as uuid.UUID(version=4)).
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (4 << 76) | (0x8000 << 48)
+
+_COLUMNS: dict[type[Model], tuple[str, ...]] = {
+    Conversation: ("id", "owner_id", "title", "created_at", "updated_at", "forked_from_id",
+                   "forked_at_turn", "next_seq"),
+    Turn: ("id", "conversation_id", "index", "role", "status", "end_reason", "agent_id",
+           "provider", "model", "responses", "created_at", "completed_at"),
+    ProviderPayload: ("id", "provider", "format", "version", "value", "size", "sha256",
+                      "created_at"),
+    Event: ("id", "conversation_id", "turn_id", "seq", "kind", "text", "incomplete", "body",
+            "activity_id", "payload_id", "created_at"),
+    # The auto primary key is left to the database.
+    Attribution: ("event_id", "ordinal", "url", "domain", "title", "excerpt", "range_start",
+                  "range_end", "incomplete", "replay_id"),
+}
+
+
+class _Tables:
+    """The SQL ``record_turns`` runs on one database connection, built once per vendor."""
+
+    _cache: dict[str, _Tables | None] = {}
+
+    def __init__(self, connection: Any) -> None:
+        quote = connection.ops.quote_name
+        self.native_uuid = connection.features.has_native_uuid_field
+        self.for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        sql = {}
+        for model, attnames in _COLUMNS.items():
+            fields = {f.attname: f for f in model._meta.concrete_fields}
+            columns = ", ".join(quote(fields[name].column) for name in attnames)
+            marks = ", ".join(["%s"] * len(attnames))
+            sql[model] = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
+        self.conversation_sql = sql[Conversation]
+        self.turn_sql = sql[Turn]
+        self.payload_sql = sql[ProviderPayload]
+        self.event_sql = sql[Event]
+        self.attribution_sql = sql[Attribution]
+        conversations_table = quote(Conversation._meta.db_table)
+        self.lock_sql = (
+            f"SELECT {quote('next_seq')} FROM {conversations_table} "
+            f"WHERE {quote('id')} = %s{self.for_update}"
+        )
+        self.count_sql = (
+            f"SELECT COUNT(*) FROM {quote(Turn._meta.db_table)} "
+            f"WHERE {quote(Turn._meta.get_field('conversation').column)} = %s"
+        )
+        self.bump_sql = (
+            f"UPDATE {conversations_table} SET {quote('next_seq')} = %s, "
+            f"{quote('updated_at')} = %s WHERE {quote('id')} = %s"
+        )
+
+    @classmethod
+    def of(cls, connection: Any) -> _Tables | None:
+        """The statements for ``connection``; None when a model has columns they do not
+        write (a field was added): then ``record_turns`` falls back to the ORM."""
+        key = connection.alias
+        if key not in cls._cache:
+            if all(_columns_match(model, names) for model, names in _COLUMNS.items()):
+                cls._cache[key] = cls(connection)
+            else:
+                log.warning("record_turns: the models changed; writing turns through the ORM")
+                cls._cache[key] = None
+        return cls._cache[key]
+
+    def uuid(self, value: Any) -> Any:
+        if not isinstance(value, uuid.UUID):
+            value = uuid.UUID(str(value))
+        return value if self.native_uuid else value.hex
+
+    def lock(self, cursor: Any, conversation_id: Any) -> tuple[int, int]:
+        """Lock the conversation's row; return its next turn index and next event seq."""
+        key = self.uuid(conversation_id)
+        cursor.execute(self.lock_sql, [key])
+        row = cursor.fetchone()
+        if row is None:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+        cursor.execute(self.count_sql, [key])
+        return cursor.fetchone()[0], row[0]
+
+    def bump(self, cursor: Any, conversation_id: Any, next_seq: int, stamp: Any) -> None:
+        cursor.execute(self.bump_sql, [next_seq, stamp, self.uuid(conversation_id)])
+
+    def insert_conversation(self, cursor: Any, conversation: Conversation, stamp: Any) -> None:
+        cursor.execute(self.conversation_sql, [
+            self.uuid(conversation.pk), conversation.owner_id, conversation.title, stamp, stamp,
+            None if conversation.forked_from_id is None else self.uuid(
+                conversation.forked_from_id),
+            conversation.forked_at_turn, conversation.next_seq,
+        ])
+
+
+def _columns_match(model: type[Model], attnames: tuple[str, ...]) -> bool:
+    """Whether ``attnames`` are exactly the model's columns (but an auto primary key)."""
+    pk = model._meta.pk
+    expected = {
+        f.attname for f in model._meta.concrete_fields
+        if not (f is pk and f.get_internal_type() in {"AutoField", "BigAutoField"})
+    }
+    return expected == set(attnames)
