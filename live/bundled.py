@@ -15,7 +15,7 @@ import providers
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
 from live.models import Recording
-from live.sources import WireResponse
+from live.sources import WireResponse, redacted
 
 log = logging.getLogger("turnscope.live")
 
@@ -87,7 +87,8 @@ def load(owner: Any, only: list[str] | None = None) -> list[tuple[Sample, Conver
             )
             Recording.objects.create(
                 turn=summary.turn, provider=s.provider, sample=s.slug,
-                responses=orjson.dumps([r.as_dict() for r in s.responses]).decode(),
+                responses=orjson.dumps([r.as_dict() for r in redacted(list(s.responses))])
+                .decode(),
             )
         out.append((s, summary.conversation, True))
     return out

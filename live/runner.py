@@ -28,7 +28,7 @@ from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 
-from conversations import parts, store
+from conversations import parts, redaction, store
 from conversations.builder import EventBuilder, EventRecord
 from conversations.ingest import _CONTINUATION_TRIGGERS
 from conversations.models import Conversation, Event, Turn
@@ -253,7 +253,7 @@ class TurnRunner:
             await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
         if not records:
             return
-        events = await _db(store.append_events)(self.turn, records)
+        events = await _db(store.append_events)(self.turn, redaction.redact_records(records))
         self.last_seq = events[-1].seq
         # Published with the next flush: one message per window however many commits it saw.
         self.pending_events.extend(_event_brief(e) for e in events)
@@ -346,7 +346,8 @@ async def run_recording(
 ) -> Turn:
     """Stream a recorded provider response (and its continuations) as a new agent turn."""
     if prompt:
-        await add_user_turn(conversation, prompt, layer)
+        await add_user_turn(conversation, redaction.redact_text(prompt), layer)
+    responses = sources.redacted(responses)
     runner = TurnRunner(conversation, speed=speed, coalesce=coalesce, layer=layer)
     return await runner.run(sources.wire_responses(provider, responses),
                             recording=(provider, responses))
@@ -383,7 +384,8 @@ async def replay(
             continue
         runner = TurnRunner(target, speed=speed, coalesce=coalesce, layer=layer)
         if recording is not None:
-            wire = [sources.WireResponse(**r) for r in recording.response_list]
+            wire = sources.redacted(
+                [sources.WireResponse(**r) for r in recording.response_list])
             await runner.run(sources.wire_responses(recording.provider, wire),
                              recording=(recording.provider, wire))
         else:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 import providers
-from conversations import parts
+from conversations import parts, redaction
 from conversations.models import Event, Turn
 
 CHARS_PER_SECOND = 90.0
@@ -58,6 +58,13 @@ def pace(part: parts.Part) -> float:
     if isinstance(part, parts.BlockStart | parts.BlockEnd | parts.Citation | parts.Usage):
         return MIN_STEP
     return 0.05
+
+
+def redacted(responses: list[WireResponse]) -> list[WireResponse]:
+    """The responses with credential-shaped text removed, before anything parses or keeps them
+    (as ingest does): streamed deltas, events and the kept recording are all redacted."""
+    return [WireResponse(r.name, redaction.redact_text(r.raw), r.api_version, r.endpoint,
+                         r.request) for r in responses]
 
 
 def wire_responses(provider: str, responses: list[WireResponse]) -> list[Iterator[parts.Part]]:

@@ -178,6 +178,8 @@
   }
 
   function placeSection(section, index) {
+    var empty = main.querySelector("[data-live-empty]");  // "no turns yet", if the page has it
+    if (empty) empty.hidden = true;
     var sections = main.querySelectorAll("section.turn");
     for (var i = 0; i < sections.length; i++) {
       if (parseInt(sections[i].dataset.index, 10) > index) {

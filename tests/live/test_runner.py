@@ -179,3 +179,18 @@ def test_orphaned_turn_is_finished_with_its_tail(owner):
     cite = event.attributions.get()
     assert (cite.url, cite.incomplete) == ("https://a.example/", True)
     assert streaming.current_tail(turn.pk) is None
+
+
+def test_credentials_in_a_live_stream_are_redacted_everywhere(owner):
+    sample = bundled.sample("anthropic-failed-search")
+    secret = "sk-ant-api03-" + "A" * 40
+    raw = sample.responses[0].raw.replace("Let me search", f"Let me search ({secret})", 1)
+    conversation = store.create_conversation(owner=owner)
+    responses = [sources.WireResponse("x.sse", raw, "2023-06-01")]
+    turn, messages = async_to_sync(run_sample)(
+        bundled.Sample("x", "x", f"my key is {secret}", "anthropic", tuple(responses)),
+        conversation)
+    assert secret not in "".join(str(m) for m in messages)
+    assert not Event.objects.filter(text__contains=secret).exists()
+    assert secret not in Recording.objects.get(turn=turn).responses
+    assert "[REDACTED]" in turn.events.order_by("seq").first().text
