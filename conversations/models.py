@@ -131,6 +131,11 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.index} ({self.role})"
 
+    @staticmethod
+    def default_agent_id(provider: str, model: str) -> str:
+        """The agent id a turn gets when none is given: who served it, within the column."""
+        return f"{provider}:{model}"[:128] if model else ""
+
     @property
     def responses_list(self) -> list[dict[str, str]]:
         return orjson.loads(self.responses)

@@ -56,7 +56,8 @@ def start_turn(
         index = locked.turns.count()
         turn = Turn(
             conversation=locked, index=index, role=role, status=status,
-            agent_id=agent_id or (f"{provider}:{model}" if role == "agent" and model else ""),
+            agent_id=agent_id or (Turn.default_agent_id(provider, model) if role == "agent"
+                                  else ""),
             provider=provider, model=model,
         )
         turn.save()
@@ -74,7 +75,7 @@ def set_provenance(turn: Turn, provider: str, model: str) -> None:
         return
     turn.provider, turn.model = provider, model
     if not turn.agent_id:
-        turn.agent_id = f"{provider}:{model}"
+        turn.agent_id = Turn.default_agent_id(provider, model)
     turn.save(update_fields=["provider", "model", "agent_id"])
 
 
@@ -221,8 +222,8 @@ def record_turns(
                 id=uuid.uuid4(), conversation=conversation, index=index + offset,
                 role=spec.role, status=spec.status, end_reason=spec.end_reason,
                 agent_id=spec.agent_id or (
-                    f"{spec.provider}:{spec.model}"
-                    if spec.role == Turn.Role.AGENT and spec.model else ""
+                    Turn.default_agent_id(spec.provider, spec.model)
+                    if spec.role == Turn.Role.AGENT else ""
                 ),
                 provider=spec.provider, model=spec.model, created_at=now,
                 completed_at=now if spec.finished else None,

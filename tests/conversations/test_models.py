@@ -91,3 +91,12 @@ def test_provenance_is_recorded_once(turn):
 def test_payload_digest_and_size(turn):
     payload = ProviderPayload.objects.get(format="f")
     assert payload.value == '{"a":1}' and payload.size == 7 and len(payload.sha256) == 64
+
+
+def test_default_agent_id_fits_its_column():
+    conversation = store.create_conversation()
+    turn = store.start_turn(conversation, "agent", provider="openrouter",
+                            model="-".join(["model"] * 40))
+    assert turn.agent_id.startswith("openrouter:") and len(turn.agent_id) == 128
+    turn.refresh_from_db()
+    assert len(turn.agent_id) == 128
