@@ -1,0 +1,211 @@
+"""Render benchmark: cold ``render_turn`` against a plain markdown-it-py floor.
+
+    uv run python -m bench.render [--turns 200] [--blocks 20] [--repeat 3]
+
+Generates a conversation of agent turns, each with ``--blocks`` cited markdown blocks spread
+over four message events (paragraphs with emphasis, links, code spans and bare URLs; list
+items; a heading; a fenced code block), ranges that cross blocks and overlap, plus a completed
+web search with its sources. It then times, in the same process and interleaved:
+
+* floor — ``MarkdownIt("js-default", linkify).render`` of every message text, nothing else;
+* cold  — ``render_turn`` of every turn with no cached HTML: source numbering, spans,
+  markers, sanitizing, timeline items.
+
+The ratio cold/floor is the number to watch (target <= 3). Best of ``--repeat`` runs each.
+Warm (cached) rendering is for whoever adds the cache: ``render_turn(turn, cached_html=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import time
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from conversations.rendering import render_turn
+from conversations.rendering.markdown import render_markdown
+
+_PROSE = (
+    "the model reports that rainfall in the region rose sharply during the last decade while "
+    "average temperatures kept climbing according to several independent measurements and "
+    "officials expect further changes as new data arrives from stations across the country"
+)
+WORDS = _PROSE.split(" ")
+
+
+def _sentence(rng: random.Random, count: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(count)]
+    roll = rng.random()
+    if roll < 0.3:
+        i = rng.randrange(count - 2)
+        words[i] = f"**{words[i]} {words[i + 1]}**"
+        del words[i + 1]
+    elif roll < 0.5:
+        i = rng.randrange(count)
+        words[i] = f"`{words[i]}()`"
+    elif roll < 0.7:
+        i = rng.randrange(count)
+        words[i] = f"[{words[i]}](https://news.example.org/{words[i]}?ref={rng.randrange(99)})"
+    elif roll < 0.8:
+        words.append("see https://data.example.com/report")
+    elif roll < 0.9:
+        i = rng.randrange(count)
+        words[i] = f"*{words[i]}*"
+    return " ".join(words).capitalize() + "."
+
+
+def _block(rng: random.Random, kind: int) -> str:
+    if kind == 0:
+        return "## " + " ".join(rng.choice(WORDS) for _ in range(5)).capitalize()
+    if kind == 1:
+        return "\n".join(f"- {_sentence(rng, 12)}" for _ in range(3))
+    if kind == 2:
+        body = "\n".join(f"value_{i} = compute({i}, rate=0.{i})" for i in range(4))
+        return f"```python\n{body}\n```"
+    return " ".join(_sentence(rng, rng.randrange(12, 22)) for _ in range(3))
+
+
+def make_turn(rng: random.Random, index: int, blocks: int) -> dict[str, Any]:
+    urls = [f"https://site{k}.example.com/article/{index}-{k}" for k in range(8)]
+    events: list[dict[str, Any]] = [
+        {
+            "id": f"t{index}-search",
+            "seq": 1,
+            "kind": "hosted_activity",
+            "activity": {
+                "id": f"srvtoolu_{index}",
+                "name": "web_search",
+                "state": "completed",
+                "input": {"query": "regional rainfall and temperature trends"},
+                "summary": "8 results",
+                "sources": [{"url": u, "title": f"Article {k}"} for k, u in enumerate(urls)],
+            },
+        }
+    ]
+    per_event = max(1, blocks // 4)
+    made = 0
+    seq = 2
+    while made < blocks:
+        count = min(per_event, blocks - made)
+        parts = [_block(rng, 3 if i % 4 else rng.randrange(4)) for i in range(count)]
+        text = "\n\n".join(parts)
+        offsets = []
+        pos = 0
+        for part in parts:
+            offsets.append((pos, pos + len(part)))
+            pos += len(part) + 2
+        attributions = []
+        for b, (start, end) in enumerate(offsets):
+            # One cited span per block; every third one runs into the next block.
+            lo = start + rng.randrange(max(1, (end - start) // 3))
+            hi = end - rng.randrange(max(1, (end - start) // 4))
+            if b % 3 == 2 and b + 1 < len(offsets):
+                hi = offsets[b + 1][0] + (offsets[b + 1][1] - offsets[b + 1][0]) // 2
+            url = rng.choice(urls)
+            attributions.append(
+                {
+                    "source": {"url": url, "title": f"Article {urls.index(url)}"},
+                    "excerpt": "..." + " ".join(rng.choice(WORDS) for _ in range(14)) + "...",
+                    "range": {"start": lo, "end": max(lo + 1, hi)},
+                    "incomplete": False,
+                }
+            )
+        events.append(
+            {
+                "id": f"t{index}-m{seq}",
+                "seq": seq,
+                "kind": "message",
+                "text": text,
+                "incomplete": False,
+                "attributions": attributions,
+            }
+        )
+        seq += 1
+        made += count
+    return {
+        "id": f"turn-{index}",
+        "index": index,
+        "role": "agent",
+        "status": "complete",
+        "end_reason": "end_turn",
+        "agent": {"agentId": "bench", "model": {"provider": "anthropic", "model": "bench-1"}},
+        "events": events,
+    }
+
+
+def make_conversation(turns: int, blocks: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [make_turn(rng, i, blocks) for i in range(turns)]
+
+
+def _cpu(fn: Any, arg: Any) -> float:
+    start = time.process_time()
+    fn(arg)
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--blocks", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    turns = make_conversation(args.turns, args.blocks)
+    texts = [[e["text"] for e in t["events"] if e["kind"] == "message"] for t in turns]
+    chars = sum(len(text) for group in texts for text in group)
+    md = MarkdownIt("js-default", {"typographer": False, "linkify": True})
+
+    # Warm the interpreter and the per-thread parser/cleaner on other input.
+    for turn in make_conversation(3, args.blocks, seed=99):
+        render_turn(turn)
+        for event in turn["events"]:
+            if event["kind"] == "message":
+                md.render(event["text"])
+                render_markdown(event["text"])
+
+    def floor(group: list[str]) -> None:
+        for text in group:
+            md.render(text)
+
+    def plain(group: list[str]) -> None:
+        for text in group:
+            render_markdown(text)
+
+    # CPU time of this process, per turn, interleaved, best of --repeat for each turn: other
+    # processes on a shared machine then barely move the ratio.
+    best = {name: [float("inf")] * len(turns) for name in ("floor", "plain", "cold")}
+    gc.disable()
+    try:
+        for _ in range(args.repeat):
+            for i, turn in enumerate(turns):
+                best["floor"][i] = min(best["floor"][i], _cpu(floor, texts[i]))
+                best["plain"][i] = min(best["plain"][i], _cpu(plain, texts[i]))
+                best["cold"][i] = min(best["cold"][i], _cpu(render_turn, turn))
+            gc.collect()
+    finally:
+        gc.enable()
+    total = {name: sum(values) for name, values in best.items()}
+
+    blocks = args.turns * args.blocks
+    events = sum(map(len, texts))
+    print(
+        f"{args.turns} turns x {args.blocks} cited blocks = {blocks} blocks, "
+        f"{events} message events, {chars:,} characters (CPU seconds, best of {args.repeat})"
+    )
+    print(f"floor  markdown-it-py render only            {total['floor']:.3f} s")
+    print(
+        f"plain  our render + sanitize, no citations {total['plain']:.3f} s  "
+        f"({total['plain'] / total['floor']:.2f}x floor)"
+    )
+    print(
+        f"cold   render_turn (cites, sanitize, items) {total['cold']:.3f} s  "
+        f"({total['cold'] / total['floor']:.2f}x floor; target <= 3x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

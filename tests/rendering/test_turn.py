@@ -1,0 +1,237 @@
+"""render_turn, the timeline items and the two exports."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from markdown_it import MarkdownIt
+
+from conversations.rendering import (
+    RENDERER_VERSION,
+    render_html_export,
+    render_markdown_export,
+    render_turn,
+    text_fragment,
+)
+from conversations.rendering.turn import (
+    ActivityItem,
+    ArtifactItem,
+    MessageItem,
+    ReasoningItem,
+    ToolCallItem,
+)
+
+from .helpers import (
+    DOCUMENT_TAGS,
+    ENTRY_POINT_ALLOWED,
+    MARKDOWN_ALLOWED,
+    cited_texts,
+    elements,
+    markers,
+    policy_problems,
+    srcdoc_document,
+)
+
+TEXT = "Rain fell all week. The river rose two metres."
+
+
+def make_turn(**overrides: Any) -> dict[str, Any]:
+    turn = {
+        "id": "turn-1",
+        "index": 0,
+        "role": "agent",
+        "status": "complete",
+        "end_reason": "end_turn",
+        "agent": {"agentId": "a1", "model": {"provider": "anthropic", "model": "claude-x"}},
+        "events": [
+            {"id": "r1", "seq": 1, "kind": "reasoning", "text": "", "redacted": True},
+            {"id": "h1", "seq": 2, "kind": "hosted_activity", "activity": {
+                "id": "srv_1", "name": "web_search", "state": "started",
+                "input": {"query": "river levels"}}},
+            {"id": "h2", "seq": 3, "kind": "hosted_activity", "activity": {
+                "id": "srv_1", "name": "web_search", "state": "completed",
+                "input": {"query": "river levels"}, "summary": "2 results",
+                "sources": [{"url": "https://gauges.example/river", "title": "Gauges"},
+                            {"url": "https://other.example/", "title": "Other"}]}},
+            {"id": "h3", "seq": 4, "kind": "hosted_activity", "activity": {
+                "id": "srv_2", "name": "web_fetch", "state": "started",
+                "input": {"url": "https://slow.example/"}}},
+            {"id": "m1", "seq": 5, "kind": "message", "text": TEXT, "incomplete": False,
+             "attributions": [
+                 {"source": {"url": "https://gauges.example/river#x", "title": ""},
+                  "excerpt": "…the river rose two metres overnight, officials said…",
+                  "range": {"start": 20, "end": len(TEXT)}, "incomplete": False}]},
+            {"id": "c1", "seq": 6, "kind": "tool_call_request",
+             "call": {"id": "call_1", "name": "lookup", "arguments": {"q": "x"}}},
+            {"id": "p1", "seq": 7, "kind": "provider_artifact",
+             "type": "google.search_entry_point", "summary": "Search suggestions",
+             "display_html": '<style>.chip{color:red;background:url(https://t.example/x)}'
+                             '</style><a class="chip" href="https://www.google.com/s">river'
+                             '</a><script>alert(1)</script>'},
+        ],
+    }  # fmt: skip
+    turn.update(overrides)
+    return turn
+
+
+def test_render_turn_items_in_seq_order() -> None:
+    rendered = render_turn(make_turn())
+    kinds = [type(item) for item in rendered.items]
+    assert kinds == [ReasoningItem, ActivityItem, ActivityItem, MessageItem, ToolCallItem,
+                     ArtifactItem]  # fmt: skip
+    assert rendered.renderer_version == RENDERER_VERSION
+    assert (rendered.provider, rendered.model, rendered.agent_id) == ("anthropic", "claude-x", "a1")
+
+
+def test_redacted_reasoning() -> None:
+    reasoning = render_turn(make_turn()).items[0]
+    assert isinstance(reasoning, ReasoningItem)
+    assert reasoning.redacted and reasoning.text == ""
+
+
+def test_activity_grouped_by_id_with_latest_state_and_never_finished() -> None:
+    items = [i for i in render_turn(make_turn()).items if isinstance(i, ActivityItem)]
+    search, fetch = items
+    assert search.event_ids == ("h1", "h2") and search.state == "completed"
+    assert not search.never_finished and search.query == "river levels"
+    assert [(s.number, s.title) for s in search.sources] == [(1, "Gauges"), (None, "Other")]
+    assert fetch.state == "started" and fetch.never_finished and not fetch.running
+    streaming = render_turn(make_turn(status="streaming"))
+    live = [i for i in streaming.items if isinstance(i, ActivityItem)]
+    assert live[1].running and not live[1].never_finished
+
+
+def test_sources_and_also_consulted() -> None:
+    rendered = render_turn(make_turn())
+    [source] = rendered.sources
+    assert (source.number, source.title, source.domain) == (1, "Gauges", "gauges.example")
+    assert source.anchor == "src-turn-1-1"
+    # the URL of the first occurrence (the search result, without "#x"); the excerpt's
+    # leading/trailing ellipses trimmed; eight words, so used whole
+    assert source.href == (
+        "https://gauges.example/river#:~:text="
+        "the%20river%20rose%20two%20metres%20overnight%2C%20officials%20said"
+    )
+    assert [s.title for s in rendered.also_consulted] == ["Other"]
+    [marker] = markers(rendered.html["m1"])
+    assert marker["href"] == "#" + source.anchor
+
+
+def test_message_html_is_sanitized_html() -> None:
+    rendered = render_turn(make_turn())
+    html = rendered.html["m1"]
+    assert html.__html__() == str(html)
+    assert cited_texts(html) == {1: "The river rose two metres."}
+    assert not policy_problems(html, MARKDOWN_ALLOWED)
+
+
+def test_search_entry_point_srcdoc() -> None:
+    [artifact] = [i for i in render_turn(make_turn()).items if isinstance(i, ArtifactItem)]
+    assert artifact.srcdoc is not None and '"' not in artifact.srcdoc and "<" not in artifact.srcdoc
+    document = srcdoc_document(artifact.srcdoc)
+    assert "script" not in document and "url(" not in document and "alert" not in document
+    assert ".chip { color: red }" in document
+    assert "Content-Security-Policy" in document
+    allowed = ENTRY_POINT_ALLOWED | {t: {"charset", "http-equiv", "content", "name"}
+                                     for t in DOCUMENT_TAGS}  # fmt: skip
+    assert not policy_problems(document, allowed, allow_fragment_urls=False)
+    [link] = [el for el in elements(document) if el.tag == "a"]
+    assert link.attrib["rel"] == "noopener noreferrer nofollow"
+    assert "allow-scripts" not in artifact.sandbox
+
+
+def test_tool_call_arguments_are_plain_json_text() -> None:
+    [call] = [i for i in render_turn(make_turn()).items if isinstance(i, ToolCallItem)]
+    assert (call.call_id, call.name) == ("call_1", "lookup")
+    assert call.arguments == '{\n  "q": "x"\n}'
+
+
+def test_cached_html_hook() -> None:
+    turn = make_turn()
+    first = render_turn(turn)
+    assert set(first.fresh_html) == {"m1"}
+    again = render_turn(turn, cached_html={"m1": "<p>cached</p>"})
+    assert again.fresh_html == {} and again.html["m1"] == "<p>cached</p>"
+
+
+def test_plain_strings_are_not_escaped_but_cleaned() -> None:
+    title = '"><img src=x onerror=alert(1)>\u202egnp.exe\u202c\x00\x1b[31m'
+    turn = make_turn()
+    turn["events"][4]["attributions"][0]["source"]["title"] = title
+    turn["events"][2]["activity"]["sources"][0]["title"] = ""
+    [source] = render_turn(turn).sources
+    assert source.title == '"><img src=x onerror=alert(1)>gnp.exe[31m'
+
+
+@pytest.mark.parametrize(
+    ("excerpt", "directive"),
+    [
+        ("...a short quote, with commas & dashes - here…",
+         "text=a%20short%20quote%2C%20with%20commas%20%26%20dashes%20%2D%20here"),
+        ("[...] one two three four five six seven eight nine ten eleven twelve",
+         "text=one%20two%20three%20four%20five,eight%20nine%20ten%20eleven%20twelve"),
+        ("first part … second part", "text=first%20part,second%20part"),
+        ("   ", None),
+        ("…", None),
+    ],
+)  # fmt: skip
+def test_text_fragment_encoding(excerpt: str, directive: str | None) -> None:
+    assert text_fragment(excerpt) == directive
+    if directive:
+        # decoding each comma-separated part gives back words of the excerpt
+        for part in directive.removeprefix("text=").split(","):
+            assert unquote(part) in excerpt
+
+
+def conversation(*turns: dict[str, Any]) -> dict[str, Any]:
+    return {"format": "turnscope.conversation", "version": 1, "projection": "portable",
+            "conversation": {"id": "c1", "title": "River [report](javascript:alert(1))",
+                             "created_at": "2026-11-29T00:00:00Z", "forked_from": None},
+            "turns": list(turns)}  # fmt: skip
+
+
+def test_markdown_export_has_footnotes_and_literal_titles() -> None:
+    user = {"id": "u", "index": 0, "role": "user", "status": "complete", "events": [
+        {"id": "um", "seq": 1, "kind": "message", "text": "How high is the river?"}]}  # fmt: skip
+    text = render_markdown_export(conversation(user, make_turn(index=1)))
+    assert "The river rose two metres.[^t2-1]" in text
+    assert "[^t2-1]: [Gauges](<https://gauges.example/river#:~:text=" in text
+    assert "web search “river levels”: completed" in text
+    assert "web fetch “https://slow.example/”: never finished" in text
+    assert "Reasoning (redacted by the provider)" in text
+    # the title stays text: no javascript: link appears when the export is rendered
+    tokens = MarkdownIt("commonmark").parse(text)
+    hrefs = [
+        child.attrs.get("href", "")
+        for token in tokens
+        for child in token.children or []
+        if child.type == "link_open"
+    ]
+    assert hrefs and all(h.startswith("https://") for h in hrefs)
+
+
+def test_markdown_export_footnote_after_code_block() -> None:
+    text = "Intro.\n\n```\ncode line\n```\n\nAfter."
+    turn = make_turn()
+    turn["events"][4].update(
+        text=text,
+        attributions=[
+            {"source": {"url": "https://gauges.example/river"}, "range": {"start": 9, "end": 18}}
+        ],
+    )
+    out = render_markdown_export(conversation(turn))
+    assert "```\ncode line\n```\n\n[^t1-1]\n" in out
+
+
+def test_html_export_is_self_contained() -> None:
+    page = render_html_export(conversation(make_turn()))
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page and "javascript:" not in page.replace("javascript:alert(1))", "")
+    assert 'id="src-turn-1-1"' in page and 'href="#src-turn-1-1"' in page
+    assert "Content-Security-Policy" in page
+    for el in elements(page):
+        for name in ("src", "href"):
+            value = el.attrib.get(name, "")
+            assert not value or value.startswith(("#", "https://")), value
