@@ -96,7 +96,7 @@ def test_payload_digest_and_size(turn):
 def test_default_agent_id_fits_its_column():
     conversation = store.create_conversation()
     turn = store.start_turn(conversation, "agent", provider="openrouter",
-                            model="-".join(["model"] * 40))
+                            model="-".join(["model"] * 30))
     assert turn.agent_id.startswith("openrouter:") and len(turn.agent_id) == 128
     turn.refresh_from_db()
     assert len(turn.agent_id) == 128
