@@ -103,12 +103,14 @@ class Cite:
     title: str = ""
 
 
+@lru_cache(maxsize=4096)
 def marker_html(number: int, title: str, anchor_prefix: str, incomplete: bool = False) -> str:
     """The marker after a cited span: a focusable link to the source list entry."""
     classes = "cite-marker cite-incomplete" if incomplete else "cite-marker"
     label = html.escape(f"Source {number}: {title}" if title else f"Source {number}", quote=True)
+    anchor = html.escape(anchor_prefix, quote=True)
     return (
-        f'<a class="{classes}" href="#{anchor_prefix}{number}" data-source="{number}" '
+        f'<a class="{classes}" href="#{anchor}{number}" data-source="{number}" '
         f'aria-label="{label}">[{number}]</a>'
     )
 
@@ -294,6 +296,8 @@ class _CiteMarkdownIt(MarkdownIt):
         # Images would load third-party URLs (exfiltration by prompt injection): "![a](u)"
         # renders as "!" plus an ordinary link.
         self.disable("image")
+        # prepare_text already normalised newlines and NUL (it has to, to keep offsets).
+        self.disable("normalize")
         self.inline.ruler.at("backticks", _backticks)
         self.core.ruler.after("block", "cite_sentinels", _insert_sentinels)
         self.core.ruler.push("limit_depth", _limit_inline_depth)
@@ -356,7 +360,7 @@ class _Plan:
     trailer: list[int] = field(default_factory=list)  # ids when the text has no content
     active: Counter[int] = field(default_factory=Counter)
     key: frozenset[int] = frozenset()
-    markers: dict[tuple[int, bool], str] = field(default_factory=dict)
+    titles: dict[int, str] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
 
     def apply(self, sid: int) -> list[str]:
@@ -378,12 +382,11 @@ class _Plan:
         return [self.marker(n, closing[n]) for n in sorted(closing)]
 
     def marker(self, number: int, incomplete: bool) -> str:
-        found = self.markers.get((number, incomplete))
-        if found is None:
-            title = next((c.title for c in self.cites if c.number == number and c.title), "")
-            found = marker_html(number, title, self.anchor_prefix, incomplete)
-            self.markers[(number, incomplete)] = found
-        return found
+        if not self.titles:
+            for cite in self.cites:
+                if cite.title and cite.number not in self.titles:
+                    self.titles[cite.number] = cite.title
+        return marker_html(number, self.titles.get(number, ""), self.anchor_prefix, incomplete)
 
 
 def _build_events(text: str, cites: Sequence[Cite]) -> list[tuple[int, int, int]]:
@@ -393,8 +396,8 @@ def _build_events(text: str, cites: Sequence[Cite]) -> list[tuple[int, int, int]
         if cite.start is None or cite.end is None:
             start, end = 0, length
         else:
-            start, end = _snap(text, cite.start), _snap(text, cite.end)
-            end = max(start, end)
+            start = _snap(text, min(max(cite.start, 0), length))
+            end = max(start, _snap(text, min(max(cite.end, 0), length)))
         if start == end:
             events.append((start, _MARK, index))
         else:
@@ -637,25 +640,20 @@ class _Mixed:
 _MIXED = _Mixed()
 
 
+_UNSET = object()
+
+
 class _Elem:
     __slots__ = ("atomic", "close", "deferred", "kids", "open", "pending", "uniform")
 
     def __init__(self, open_token: Token | None, atomic: bool = False) -> None:
         self.open = open_token
         self.close: Token | None = None
-        self.kids: list[Any] = []
+        self.kids: list[Any] = []  # _Elem, or (token, key) leaves; key None: a marker
         self.atomic = atomic
         self.deferred: list[Any] = []  # markers to place after this (outermost atomic) element
         self.pending: list[int] = []  # sentinel ids found in attributes
-        self.uniform: Any = None
-
-
-class _Leaf:
-    __slots__ = ("key", "token")
-
-    def __init__(self, token: Token, key: frozenset[int] | None) -> None:
-        self.token = token
-        self.key = key  # None: a marker, never inside a span
+        self.uniform: Any = _UNSET
 
 
 @lru_cache(maxsize=4096)
@@ -668,87 +666,68 @@ def _text_token(content: str) -> Token:
     return Token("text", "", 0, content=content)
 
 
-def _settle_uniform(root: _Elem) -> None:
-    """Set ``uniform`` on every element, bottom-up (iteratively: emphasis can nest thousands
-    of levels deep).
-
-    A frozenset: all text inside is cited by exactly these sources; ``None``: only markers
-    inside; ``_MIXED``: anything else (spans must go inside the element)."""
-    stack: list[tuple[_Elem, bool]] = [(root, False)]
-    while stack:
-        elem, kids_done = stack.pop()
-        if not kids_done:
-            stack.append((elem, True))
-            stack.extend((kid, False) for kid in elem.kids if isinstance(kid, _Elem))
-            continue
-        value: Any = None
-        for kid in elem.kids:
-            u = kid.key if isinstance(kid, _Leaf) else kid.uniform
+def _uniform(node: Any) -> Any:
+    """A frozenset: all text inside is cited by exactly these sources; ``None``: a marker;
+    ``_MIXED``: anything else (spans must go inside the element). Recursion depth is bounded
+    by ``MAX_INLINE_DEPTH``."""
+    if type(node) is tuple:
+        return node[1]
+    value = node.uniform
+    if value is _UNSET:
+        value = None
+        for kid in node.kids:
+            u = _uniform(kid)
             if u is None:
                 continue
             if u is _MIXED or (value is not None and u != value):
                 value = _MIXED
                 break
             value = u
-        if value is None and not elem.kids:
-            value = frozenset()
-        elif value is None:
-            value = _MIXED  # markers only: emit them as they are
-        elem.uniform = value
+        if value is None:
+            value = _MIXED if node.kids else frozenset()  # markers only: emit as they are
+        node.uniform = value
+    return value
 
 
-def _uniform(node: Any) -> Any:
-    return node.key if isinstance(node, _Leaf) else node.uniform
-
-
-_TOKEN, _KIDS, _PLAIN = 0, 1, 2
+def _emit_plain(node: Any, out: list[Token]) -> None:
+    if type(node) is tuple:
+        out.append(node[0])
+        return
+    if node.open is not None:
+        out.append(node.open)
+    for kid in node.kids:
+        _emit_plain(kid, out)
+    if node.close is not None:
+        out.append(node.close)
 
 
 def _emit(kids: list[Any], out: list[Token]) -> None:
-    """Flatten the tree back into tokens, wrapping maximal runs of siblings cited by the same
-    (non-empty) set of sources in one span. Iterative, like ``_settle_uniform``."""
-    work: list[tuple[int, Any]] = [(_KIDS, kids)]
-    while work:
-        action, payload = work.pop()
-        if action == _TOKEN:
-            out.append(payload)
+    """Flatten the tree back into tokens, wrapping each maximal run of siblings cited by the
+    same (non-empty) set of sources in one span."""
+    i = 0
+    count = len(kids)
+    while i < count:
+        node = kids[i]
+        u = _uniform(node)
+        if u and type(u) is frozenset:
+            j = i + 1
+            while j < count and _uniform(kids[j]) == u:
+                j += 1
+            out.append(_html_token(_span_open(u)))
+            for k in range(i, j):
+                _emit_plain(kids[k], out)
+            out.append(_html_token("</span>"))
+            i = j
             continue
-        steps: list[tuple[int, Any]] = []
-        if action == _PLAIN:
-            if isinstance(payload, _Leaf):
-                out.append(payload.token)
-                continue
-            if payload.open is not None:
-                steps.append((_TOKEN, payload.open))
-            steps.extend((_PLAIN, kid) for kid in payload.kids)
-            if payload.close is not None:
-                steps.append((_TOKEN, payload.close))
-            work.extend(reversed(steps))
-            continue
-        i = 0
-        count = len(payload)
-        while i < count:
-            node = payload[i]
-            u = _uniform(node)
-            if isinstance(u, frozenset) and u:
-                j = i + 1
-                while j < count and _uniform(payload[j]) == u:
-                    j += 1
-                steps.append((_TOKEN, _html_token(_span_open(u))))
-                steps.extend((_PLAIN, payload[k]) for k in range(i, j))
-                steps.append((_TOKEN, _html_token("</span>")))
-                i = j
-                continue
-            if u is _MIXED:
-                if node.open is not None:
-                    steps.append((_TOKEN, node.open))
-                steps.append((_KIDS, node.kids))
-                if node.close is not None:
-                    steps.append((_TOKEN, node.close))
-            else:
-                steps.append((_PLAIN, node))
-            i += 1
-        work.extend(reversed(steps))
+        if u is _MIXED:
+            if node.open is not None:
+                out.append(node.open)
+            _emit(node.kids, out)
+            if node.close is not None:
+                out.append(node.close)
+        else:
+            _emit_plain(node, out)
+        i += 1
 
 
 def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
@@ -757,7 +736,7 @@ def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
     atomic: list[_Elem] = []  # atomic elements currently open, outermost first
 
     def add_markers(markers: list[str]) -> None:
-        leaves = [_Leaf(_html_token(m), None) for m in markers]
+        leaves = [(_html_token(m), None) for m in markers]
         if atomic:
             atomic[0].deferred.extend(leaves)
         else:
@@ -770,7 +749,7 @@ def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
             if len(part) == 1 and _is_sentinel(part):
                 add_markers(plan.apply(ord(part) - _SENTINEL_BASE))
             else:
-                stack[-1].kids.append(_Leaf(make(part), plan.key))
+                stack[-1].kids.append((make(part), plan.key))
 
     for child in token.children or []:
         if child.nesting == 1:
@@ -787,7 +766,7 @@ def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
                 atomic.append(elem)
         elif child.nesting == -1:
             if len(stack) == 1:
-                stack[0].kids.append(_Leaf(child, plan.key))
+                stack[0].kids.append((child, plan.key))
                 continue
             elem = stack.pop()
             elem.close = child
@@ -800,11 +779,11 @@ def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
             for sid in elem.pending:  # boundaries from the link target: right after the link
                 add_markers(plan.apply(sid))
         elif child.type == "text":
-            if _SENTINEL_SPLIT.search(child.content):
+            if _SENTINEL.search(child.content):
                 add_text(child.content)
             else:
-                stack[-1].kids.append(_Leaf(child, plan.key))
-        elif child.type == "code_inline" and _SENTINEL_SPLIT.search(child.content):
+                stack[-1].kids.append((child, plan.key))
+        elif child.type == "code_inline" and _SENTINEL.search(child.content):
             code = _Elem(_html_token("<code>"), atomic=True)
             code.close = _html_token("</code>")
             stack[-1].kids.append(code)
@@ -817,16 +796,15 @@ def _rewrite_inline(token: Token, plan: _Plan, expected: list[int]) -> None:
                 stack[-1].kids.extend(code.deferred)
                 code.deferred = []
         else:
-            if child.content and _SENTINEL_SPLIT.search(child.content):
+            if child.content and _SENTINEL.search(child.content):
                 child.content = _strip_sentinels(child.content)[0]
-            stack[-1].kids.append(_Leaf(child, plan.key))
+            stack[-1].kids.append((child, plan.key))
 
     # Boundaries the inline parse swallowed (e.g. inside a reference label): end of block.
     lost = [sid for sid in expected if sid not in plan.seen]
     for sid in lost:
-        root.kids.extend(_Leaf(_html_token(m), None) for m in plan.apply(sid))
+        root.kids.extend((_html_token(m), None) for m in plan.apply(sid))
 
-    _settle_uniform(root)
     out: list[Token] = []
     _emit(root.kids, out)
     token.children = out
