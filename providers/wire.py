@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from itertools import count, repeat
 from typing import Any, Literal, NamedTuple
 
 import orjson
@@ -129,6 +130,10 @@ def _lf_lines(data: bytes) -> bytes:
 
 def _json_lines(data: bytes) -> list[Row]:
     data = _lf_lines(data)
+    try:  # every line whole JSON (or empty): the common case, read in one comprehension
+        return [(n, _loads(line), None) for n, line in enumerate(data.split(b"\n"), 1) if line]
+    except _JSONDecodeError:
+        pass  # a cut, padded or malformed line: read line by line to tell which
     view = memoryview(data)
     find = data.find
     size = len(data)
@@ -166,6 +171,10 @@ def _padded_line(line: bytes, number: int) -> Any:
 
 def _sse(data: bytes) -> list[Row]:
     data = _lf_lines(data)
+    if data.endswith(b"\n\n"):
+        frames = _sse_uniform(data.split(b"\n")[:-1])
+        if frames is not None:
+            return frames
     view = memoryview(data)
     find = data.find
     starts = data.startswith
@@ -176,6 +185,35 @@ def _sse(data: bytes) -> list[Row]:
     payload: Any = None  # the event's data: a view of its one data line, or the lines joined
     pos = number = first_line = 0
     while pos < size:
+        if payload is None and event is None:
+            # An event as providers send it, "event: NAME\ndata: JSON\n\n" or "data: JSON\n\n",
+            # read in one step; anything else about it is left to the line-by-line reading.
+            if starts(b"event: ", pos):
+                name_end = find(b"\n", pos)
+                if name_end > 0 and starts(b"data: ", name_end + 1):
+                    end = find(b"\n", name_end + 1)
+                    if end > 0 and starts(b"\n", end + 1):
+                        try:
+                            value = _loads(view[name_end + 7 : end])
+                        except _JSONDecodeError:
+                            pass
+                        else:
+                            append((number + 1, value, data[pos + 7 : name_end].decode("utf-8")))
+                            number += 3
+                            pos = end + 2
+                            continue
+            elif starts(b"data: ", pos):
+                end = find(b"\n", pos)
+                if end > 0 and starts(b"\n", end + 1):
+                    try:
+                        value = _loads(view[pos + 6 : end])
+                    except _JSONDecodeError:
+                        pass
+                    else:
+                        append((number + 1, value, None))
+                        number += 2
+                        pos = end + 2
+                        continue
         number += 1
         end = find(b"\n", pos)
         if end < 0:
@@ -228,6 +266,32 @@ def _sse(data: bytes) -> list[Row]:
         with contextlib.suppress(MalformedInput, UnicodeDecodeError):
             append(_dispatch(event, payload, first_line or number))
     return frames
+
+
+def _sse_uniform(lines: list[bytes]) -> list[Row] | None:
+    """The events of a stream where every event is "event: NAME" + "data: JSON" + a blank line
+    (or "data: JSON" + a blank line), read in one comprehension; None for any other stream,
+    or any line that does not read cleanly (then it is read line by line)."""
+    try:
+        if (
+            len(lines) % 3 == 0
+            and not any(lines[2::3])
+            and all(map(bytes.startswith, lines[0::3], repeat(b"event: ")))
+            and all(map(bytes.startswith, lines[1::3], repeat(b"data: ")))
+        ):
+            return [
+                (n, _loads(data[6:]), event[7:].decode("utf-8"))
+                for n, event, data in zip(count(1, 3), lines[0::3], lines[1::3])
+            ]
+        if (
+            len(lines) % 2 == 0
+            and not any(lines[1::2])
+            and all(map(bytes.startswith, lines[0::2], repeat(b"data: ")))
+        ):
+            return [(n, _loads(data[6:]), None) for n, data in zip(count(1, 2), lines[0::2])]
+    except (_JSONDecodeError, UnicodeDecodeError):
+        pass
+    return None
 
 
 def _dispatch(event: str | None, payload: Any, line: int) -> Row:
