@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from markdown_it import MarkdownIt
 
 from conversations.rendering.markdown import MAX_MARKDOWN_CHARS, Cite, is_capped, render_markdown
 from conversations.rendering.sanitize import clean_html
@@ -10,6 +11,7 @@ from conversations.rendering.sanitize import clean_html
 from .helpers import (
     MARKDOWN_ALLOWED,
     cited_texts,
+    elements,
     markers,
     nesting_errors,
     nh3_removes_nothing,
@@ -200,3 +202,28 @@ def test_long_input_takes_the_capped_path() -> None:
 def test_fence_info_cannot_break_out(lang: str) -> None:
     html = render(f"```{lang}\ncode\n```", Cite(1))
     assert not policy_problems(html, MARKDOWN_ALLOWED)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see www.example.com today",
+        "mail a@b.example now",
+        "http://localhost:8000/x and localhost",
+        "ip 192.168.1.1 and //proto.example/x",
+        "plain prose. Nothing here. Really.",
+        "version 1.2.3 and e.g. this",
+        "xn--p1ai.рф and пример.рф",
+        "https://example.com/a_(b)",
+    ],
+)
+def test_linkify_finds_what_markdown_it_finds(text: str) -> None:
+    # The renderer short-cuts linkify-it's test on text that cannot hold a link; the links
+    # found must be exactly markdown-it's (restricted to the schemes we allow).
+    vanilla = MarkdownIt("js-default", {"typographer": False, "linkify": True}).render(text)
+    expected = [
+        el.attrib["href"]
+        for el in elements(vanilla)
+        if el.tag == "a" and el.attrib["href"].startswith(("http://", "https://", "mailto:"))
+    ]
+    assert [el.attrib["href"] for el in elements(render(text)) if el.tag == "a"] == expected
