@@ -208,6 +208,8 @@ class Viewer:
         self.latencies: list[float] = []
         self.deltas: list[dict[str, Any]] = []
         self.bytes = 0
+        self.frames = 0
+        self.timeline: list[tuple[float, int]] = []  # (publish ts, frame size) per frame
 
     async def watch(self, url: str, headers: dict[str, str], ready: asyncio.Event,
                     stop: asyncio.Event) -> None:
@@ -222,11 +224,15 @@ class Viewer:
                 except TimeoutError:
                     continue
                 now = time.time() * 1000
+                self.frames += 1
                 message = json.loads(raw)
-                if message.get("type") == "delta":
-                    self.latencies.append(now - message["ts"])
-                    self.deltas.append(message)
-                    self.bytes += len(message["text"].encode())
+                batch = message["messages"] if message.get("type") == "batch" else [message]
+                self.timeline.append((batch[0].get("ts", now), len(raw)))
+                for m in batch:
+                    if m.get("type") == "delta":
+                        self.latencies.append(now - m["ts"])
+                        self.deltas.append(m)
+                        self.bytes += len(m["text"].encode())
 
 
 def check_text(viewer: Viewer, stored: list[str]) -> tuple[int, int]:
@@ -286,13 +292,18 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
             lost, duplicated = lost + lo, duplicated + du
     streamed_kb = sum(len(t.encode()) for ts in done["texts"].values() for t in ts) / 1024
     delivered_kb = sum(v.bytes for v in everyone) / 1024
-    # the message timeline of one viewer per conversation, for the floor to replay
-    timeline = {
-        c: [(m["ts"], len(m["text"])) for m in vs[0].deltas] for c, vs in viewers.items()
-    }
+    # the frame timeline of one viewer per conversation, for the floor to replay
+    timeline = {c: vs[0].timeline for c, vs in viewers.items()}
+    first = min((m["ts"] for v in everyone for m in v.deltas), default=0)
+    by_second: dict[int, list[float]] = defaultdict(list)
+    for v in everyone:
+        for m, latency in zip(v.deltas, v.latencies, strict=True):
+            by_second[int((m["ts"] - first) // 1000)].append(latency)
     return {
+        "by_second": {k: by_second[k] for k in sorted(by_second)},
         "latencies": [x for v in everyone for x in v.latencies],
         "messages": sum(len(v.deltas) for v in everyone),
+        "frames": sum(v.frames for v in everyone),
         "lost": lost, "duplicated": duplicated,
         "seconds": done["done"] - start["start"],
         "cpu": cpu1 - cpu0, "streamed_kb": streamed_kb, "delivered_kb": delivered_kb,
@@ -331,8 +342,8 @@ async def floor_phase(args: argparse.Namespace, env: dict[str, str],
                     if delay > 0:
                         await asyncio.sleep(delay / 1000)
                     await ws.send(json.dumps({"type": "delta", "turn": group, "delta_seq": n,
-                                              "block_seq": n, "text": "x" * size,
-                                              "ts": time.time() * 1000}))
+                                              "block_seq": n, "ts": time.time() * 1000,
+                                              "text": "x" * max(0, size - 100)}))
 
         await asyncio.gather(*(publish(g, s) for g, s in timeline.items()))
         cpu1 = cpu_seconds(proc.pid)
@@ -357,15 +368,18 @@ def report(args: argparse.Namespace, live: dict[str, Any], floor: dict[str, Any]
     floor_cpu_kb = 1000 * floor["cpu"] / max(floor["delivered_kb"], 1e-9)
     print(f"live fan-out: {args.replays} replays x {args.viewers} viewers at {args.speed}x, "
           f"one daphne process (SQLite, {args.layer or 'the configured layer'})")
-    print(f"  run {live['seconds']:.1f} s, {live['messages']} deltas received, "
+    print(f"  run {live['seconds']:.1f} s, {live['frames']} frames with {live['messages']} "
+          f"deltas received, "
           f"{live['streamed_kb']:.1f} KB streamed, {live['delivered_kb']:.1f} KB delivered")
     print(f"  latency publish->receipt  p50 {lp50:6.1f} ms  p99 {lp99:6.1f} ms  "
           f"max {max(live['latencies'] or [0]):6.1f} ms   (target p99 <= 50 ms: "
           f"{'met' if lp99 <= 50 else 'MISSED'})")
+    print("  p99 per second of the run: " + ", ".join(
+        f"{percentile(v, 0.99):.0f}" for v in live["by_second"].values()) + " ms")
     print(f"  lost characters {live['lost']}, duplicated characters {live['duplicated']}")
     print(f"  server CPU {live['cpu']:.2f} s = {1000 * live['cpu'] / live['streamed_kb']:.1f} "
           f"ms per streamed KB, {live_cpu_kb:.2f} ms per delivered KB")
-    print(f"floor: bare websocket group echo, same message sizes and timings "
+    print(f"floor: bare websocket group echo, same frame sizes and timings "
           f"({floor['messages']} received, {floor['missing_messages']} missing)")
     print(f"  latency send->receipt     p50 {fp50:6.1f} ms  p99 {fp99:6.1f} ms  "
           f"max {max(floor['latencies'] or [0]):6.1f} ms")
@@ -390,7 +404,8 @@ async def bench(args: argparse.Namespace) -> None:
         Path(args.json).write_text(json.dumps({
             k: v for k, v in {**{f"live_{k}": v for k, v in live.items()},
                               **{f"floor_{k}": v for k, v in floor.items()}}.items()
-            if "latencies" not in k and "timeline" not in k}, indent=2))
+            if "latencies" not in k and "timeline" not in k and "by_second" not in k},
+            indent=2))
 
 
 def main() -> None:

@@ -18,6 +18,8 @@ from channels.layers import get_channel_layer
 
 log = logging.getLogger("turnscope.live")
 
+REFRESH_EVERY = 3600.0  # seconds
+
 
 class Hub:
     def __init__(self, layer: Any) -> None:
@@ -25,9 +27,12 @@ class Hub:
         self.members: dict[str, set[Any]] = {}
         self.readers: dict[str, tuple[str, asyncio.Task[None]]] = {}
         self._lock = asyncio.Lock()
+        self._refresher: asyncio.Task[None] | None = None
 
     async def join(self, group: str, consumer: Any) -> None:
         async with self._lock:
+            if self._refresher is None:
+                self._refresher = asyncio.ensure_future(self._refresh())
             self.members.setdefault(group, set()).add(consumer)
             if group not in self.readers:
                 channel = await self.layer.new_channel()
@@ -47,6 +52,17 @@ class Hub:
             channel, task = self.readers.pop(group)
             task.cancel()
             await self.layer.group_discard(group, channel)
+
+    async def _refresh(self) -> None:
+        """Layers forget group members after ``group_expiry`` (a day by default); a page may
+        stay open longer. Joining again renews the membership."""
+        while True:
+            await asyncio.sleep(REFRESH_EVERY)
+            for group, (channel, _task) in list(self.readers.items()):
+                try:
+                    await self.layer.group_add(group, channel)
+                except Exception:
+                    log.warning("live hub: could not renew %s", group, exc_info=True)
 
     async def _read(self, group: str, channel: str) -> None:
         while True:

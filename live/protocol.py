@@ -13,6 +13,8 @@ Server -> browser (JSON text frames); every message carries sequence information
   "index", "key", "kind", "delta_seq", "block_seq", "text", "citations": [{"url","title"}],
   "ts"}``. ``delta_seq`` counts deltas per turn (1, 2, 3 …), ``block_seq`` is the delta_seq
   that opened the block. A delta_seq > last seen + 1 is a gap.
+* ``batch``  several of the above in order, one frame: ``{"type": "batch", "messages": [...]}``
+  (what one ~50 ms window of a turn produced: events, then the delta, then a turn change).
 * ``state``  answer to ``sync``: the same document as ``GET /c/<id>/state/``.
 * ``pong``, ``error`` (``{"type": "error", "error": "..."}``).
 

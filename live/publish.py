@@ -28,5 +28,22 @@ async def publish(conversation_id: Any, message: dict[str, Any], layer: Any = No
         log.warning("publish to %s failed", conversation_id, exc_info=True)
 
 
+async def publish_all(
+    conversation_id: Any, messages: list[dict[str, Any]], layer: Any = None
+) -> None:
+    """Several messages in order, as one frame: ``{"type": "batch", "messages": [...]}``
+    (a single message goes as itself). Each message keeps its own seqs and timestamp."""
+    if not messages:
+        return
+    ts = protocol.now_ts()
+    for message in messages:
+        message.setdefault("conversation", str(conversation_id))
+        message.setdefault("ts", ts)
+    if len(messages) == 1:
+        await publish(conversation_id, messages[0], layer)
+    else:
+        await publish(conversation_id, {"type": "batch", "messages": messages}, layer)
+
+
 def publish_sync(conversation_id: Any, message: dict[str, Any]) -> None:
     async_to_sync(publish)(conversation_id, message)

@@ -173,7 +173,7 @@ class TurnRunner:
 
     async def _handle(self, part: parts.Part) -> None:
         if isinstance(part, parts.BlockStart):
-            await self._flush()
+            await self._flush_text()
             if not part.redacted:
                 await self._open_tail(part.key, part.kind)
         records = self.builder.feed(part)
@@ -181,7 +181,7 @@ class TurnRunner:
             await self._provenance()
         elif isinstance(part, parts.TextDelta) and part.text:
             if part.key != self.tail_key:
-                await self._flush()
+                await self._flush_text()
                 await self._open_tail(part.key, "message")
             self._queue(part.text, None)
         elif isinstance(part, parts.Citation) and part.key == self.tail_key:
@@ -189,10 +189,17 @@ class TurnRunner:
         closes = isinstance(part, parts.ResponseEnd | parts.StreamError) or (
             isinstance(part, parts.BlockEnd) and part.key == self.tail_key
         )
+        if closes:
+            await self._flush_text()  # the block's last text goes out under its own seqs
         if records or closes:
-            await self._flush()
             await self._commit(records, closes_tail=closes)
-        elif self.flush_at is not None and asyncio.get_running_loop().time() >= self.flush_at:
+        if self.flush_at is not None and asyncio.get_running_loop().time() >= self.flush_at:
+            await self._flush()
+
+    async def _flush_text(self) -> None:
+        """Flush now if text is waiting (it belongs to the block about to change); committed
+        events alone can wait for the window and ride along with the next delta."""
+        if self.pending or self.pending_cites:
             await self._flush()
 
     def _queue(self, text: str, cite: dict[str, str] | None) -> None:
@@ -217,19 +224,27 @@ class TurnRunner:
             "citations": list(self.tail_cites),
         }
 
-    async def _flush(self) -> None:
-        """Publish what the window gathered: committed events (one message), then the text
-        deltas (one message). The store and the cache are already up to date."""
+    async def _flush(self, then: dict[str, Any] | None = None) -> None:
+        """Publish what the window gathered, as one frame: committed events (one message),
+        then the text deltas (one message), then ``then``. The store and the cache are
+        already up to date."""
         self.flush_at = None
         assert self.turn is not None
+        out: list[dict[str, Any]] = []
         if self.pending_events:
             events, self.pending_events = self.pending_events, []
-            await publish.publish(self.conversation.pk, {
+            out.append({
                 "type": "events", "turn": str(self.turn.pk), "index": self.turn.index,
                 "seq_from": events[0]["seq"], "seq_to": events[-1]["seq"], "events": events,
-            }, self.layer)
-        if not self.pending and not self.pending_cites:
-            return
+            })
+        if self.pending or self.pending_cites:
+            out.append(await self._delta())
+        if then is not None:
+            out.append(then)
+        await publish.publish_all(self.conversation.pk, out, self.layer)
+
+    async def _delta(self) -> dict[str, Any]:
+        assert self.turn is not None
         text, cites = "".join(self.pending), self.pending_cites
         self.pending, self.pending_cites = [], []
         self.delta_seq += 1
@@ -239,11 +254,11 @@ class TurnRunner:
         self.tail_cites.extend(cites)
         # The cache first: a fragment or state read after this delta arrives includes it.
         await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
-        await publish.publish(self.conversation.pk, {
+        return {
             "type": "delta", "turn": str(self.turn.pk), "index": self.turn.index,
             "key": self.tail_key, "kind": self.tail_kind, "delta_seq": self.delta_seq,
             "block_seq": self.block_seq, "text": text, "citations": cites,
-        }, self.layer)
+        }
 
     async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
         assert self.turn is not None
@@ -293,13 +308,13 @@ class TurnRunner:
 
     async def _publish_turn(self) -> None:
         assert self.turn is not None
-        await self._flush()  # the events this message's seq covers go first
         turn = self.turn
-        await publish.publish(self.conversation.pk, {
+        # after the events this message's seq covers, in the same frame
+        await self._flush(then={
             "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
             "status": turn.status, "end_reason": turn.end_reason or None,
             "model": turn.model_provenance, "seq": self.last_seq,
-        }, self.layer)
+        })
 
     def _beat_info(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -321,16 +336,17 @@ async def add_user_turn(conversation: Conversation, text: str, layer: Any = None
 
     turn, events = await _db(write)()
     seq = events[-1].seq if events else 0
-    await publish.publish(conversation.pk, {
+    out: list[dict[str, Any]] = [{
         "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
         "status": turn.status, "end_reason": None, "model": None, "seq": seq - len(events),
-    }, layer)
+    }]
     if events:
-        await publish.publish(conversation.pk, {
+        out.append({
             "type": "events", "turn": str(turn.pk), "index": turn.index,
             "seq_from": events[0].seq, "seq_to": seq,
             "events": [_event_brief(e) for e in events],
-        }, layer)
+        })
+    await publish.publish_all(conversation.pk, out, layer)
     return turn
 
 

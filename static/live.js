@@ -260,6 +260,9 @@
       return;
     }
     switch (m.type) {
+      case "batch":
+        (m.messages || []).forEach(handle);
+        break;
       case "delta": {
         var view = turnView(m);
         if (view.fetching || !view.el) view.buffer.push(m);

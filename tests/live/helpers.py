@@ -37,7 +37,13 @@ class Listener:
                 if until is None or until.done():
                     return self.messages
                 continue
-            self.messages.append(orjson.loads(message["text"]))
+            self.messages.extend(unbatch(orjson.loads(message["text"])))
+
+
+def unbatch(message: dict[str, Any]) -> list[dict[str, Any]]:
+    if message.get("type") == "batch":
+        return list(message["messages"])
+    return [message]
 
 
 def by_type(messages: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -74,7 +80,10 @@ class ReferenceClient:
         }
 
     async def handle(self, m: dict[str, Any]) -> None:
-        if m["type"] == "events":
+        if m["type"] == "batch":
+            for inner in m["messages"]:
+                await self.handle(inner)
+        elif m["type"] == "events":
             if m["seq_to"] <= self.last_seq:
                 return
             if m["seq_from"] != self.last_seq + 1:

@@ -14,7 +14,7 @@ from django.test import Client
 from conversations import store
 from live import bundled, consumers, runner, state
 from live.routing import websocket_urlpatterns
-from tests.live.helpers import ReferenceClient
+from tests.live.helpers import ReferenceClient, unbatch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -199,7 +199,7 @@ def test_published_messages_reach_subscribers_in_order(owner):
                 if task.done():
                     break
                 continue
-            received.append(message)
+            received.extend(unbatch(message))
         await task
         await communicator.disconnect()
         return received
@@ -261,3 +261,35 @@ def test_flood_overflows_the_layer_and_the_client_still_converges(owner, setting
     assert client.resyncs >= 2, "the flood should have dropped messages"
     assert client.committed == stored
     assert client.last_seq == max(stored)
+
+
+def test_hub_reads_each_group_once_per_process(owner):
+    from live.hub import hub
+
+    conversation = store.create_conversation(owner=owner)
+    layer = InMemoryChannelLayer()
+
+    class Sink:
+        def __init__(self):
+            self.got = []
+
+        async def live_message(self, event):
+            self.got.append(event["text"])
+
+    async def go():
+        h = hub(layer)
+        group = f"conv.{conversation.pk.hex}"
+        a, b = Sink(), Sink()
+        await h.join(group, a)
+        await h.join(group, b)
+        assert len(layer.groups[group]) == 1  # one subscription for both viewers
+        await layer.group_send(group, {"type": "live.message", "text": "x"})
+        await asyncio.sleep(0.05)
+        await h.leave(group, a)
+        await layer.group_send(group, {"type": "live.message", "text": "y"})
+        await asyncio.sleep(0.05)
+        await h.leave(group, b)
+        assert group not in layer.groups and not h.readers
+        return a.got, b.got
+
+    assert async_to_sync(go)() == (["x"], ["x", "y"])
