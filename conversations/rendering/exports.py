@@ -27,6 +27,7 @@ from .turn import (
     RenderedTurn,
     SourceItem,
     ToolCallItem,
+    _event_id,
     render_turn,
 )
 
@@ -163,7 +164,7 @@ def markdown_export(doc: dict[str, Any]) -> str:
         if rendered.status and rendered.status != "complete":
             reason = f" ({_md_text(rendered.end_reason)})" if rendered.end_reason else ""
             lines += [f"_Status: {_md_text(rendered.status)}{reason}_", ""]
-        events = {e.get("id"): e for e in seq_order(turn.get("events"))}
+        events = {_event_id(e, i): e for i, e in enumerate(seq_order(turn.get("events")))}
         for item in rendered.items:
             if isinstance(item, MessageItem):
                 event = events.get(item.event_id, {})

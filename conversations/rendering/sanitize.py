@@ -226,6 +226,7 @@ _SVG_SHAPE = frozenset(
     {"fill", "fill-rule", "clip-rule", "stroke", "stroke-width", "opacity", "transform"}
 )
 ENTRY_POINT_ATTRIBUTES: dict[str, frozenset[str]] = {
+    **{tag: _ENTRY_POINT_COMMON for tag in ("div", "span", "p", "br", "b", "i", "em", "strong")},
     "a": _ENTRY_POINT_COMMON | {"href", "rel", "target"},
     "svg": _ENTRY_POINT_COMMON | _SVG_SHAPE | {"width", "height", "viewBox", "viewbox"},
     "g": _ENTRY_POINT_COMMON | _SVG_SHAPE,
@@ -534,7 +535,7 @@ def _clean_entry_point_once(fragment: str) -> str:
     try:
         splitter.feed(fragment)
         splitter.close()
-    except AssertionError:
+    except (AssertionError, ValueError):
         # html.parser gives up on some malformed declarations ("<![>"); show nothing rather
         # than guess.
         return ""
@@ -544,7 +545,9 @@ def _clean_entry_point_once(fragment: str) -> str:
 
 
 # The iframe's own policy: inline styles only, nothing fetched, no scripts.
-ENTRY_POINT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+ENTRY_POINT_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+)
 # For the template: chips must open (Google's requirement) but never run script.
 SEARCH_ENTRY_POINT_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
 
