@@ -340,6 +340,9 @@ _CSS_FUNCTIONS = frozenset(
 )
 
 
+_CSS_FETCH_WORDS = frozenset({"url", "src", "image", "image-set", "expression"})
+
+
 def _css_value_safe(tokens: list[Any]) -> bool:
     for token in tokens:
         kind = token.type
@@ -349,9 +352,25 @@ def _css_value_safe(tokens: list[Any]) -> bool:
             if token.lower_name not in _CSS_FUNCTIONS or not _css_value_safe(token.arguments):
                 return False
         elif kind in ("() block", "[] block", "{} block"):
-            if not _css_value_safe(token.content):
-                return False
-        elif kind == "string" and "<" in token.value:
+            # "url (x)" is not a url() to CSS, but nothing here needs a bare block: refuse.
+            return False
+        elif (kind == "ident" and token.lower_value in _CSS_FETCH_WORDS) or (
+            kind == "string" and "<" in token.value
+        ):
+            return False
+    return True
+
+
+def _prelude_safe(tokens: list[Any]) -> bool:
+    """Selectors and media queries: blocks are normal here; nothing may fetch."""
+    for token in tokens:
+        if token.type in ("url", "bad-url", "at-keyword", "error"):
+            return False
+        if token.type == "function" and (
+            token.lower_name in _CSS_FETCH_WORDS or not _prelude_safe(token.arguments)
+        ):
+            return False
+        if token.type in ("() block", "[] block", "{} block") and not _prelude_safe(token.content):
             return False
     return True
 
@@ -378,12 +397,7 @@ def _css_rules(rules: list[Any], depth: int = 0) -> list[str]:
     for rule in rules:
         if rule.type == "qualified-rule":
             prelude = tinycss2.serialize(rule.prelude).strip()
-            if (
-                not prelude
-                or "<" in prelude
-                or "\\" in prelude
-                or not _css_value_safe(rule.prelude)
-            ):
+            if not prelude or "<" in prelude or "\\" in prelude or not _prelude_safe(rule.prelude):
                 continue
             body = _css_declarations(rule.content)
             if body:
@@ -391,7 +405,7 @@ def _css_rules(rules: list[Any], depth: int = 0) -> list[str]:
         elif rule.type == "at-rule" and rule.lower_at_keyword == "media" and depth < 3:
             # @media is the only at-rule kept (light/dark variants); @import, @font-face and
             # friends can fetch, so they go.
-            if rule.content is None or not _css_value_safe(rule.prelude):
+            if rule.content is None or not _prelude_safe(rule.prelude):
                 continue
             prelude = tinycss2.serialize(rule.prelude).strip()
             if "<" in prelude or "\\" in prelude:
