@@ -11,7 +11,8 @@ web search with its sources. It then times, in the same process and interleaved:
 * cold  — ``render_turn`` of every turn with no cached HTML: source numbering, spans,
   markers, sanitizing, timeline items.
 
-The ratio cold/floor is the number to watch (target <= 3). Best of ``--repeat`` runs each.
+The ratio cold/floor is the number to watch (target <= 3). Times are this process's CPU time,
+per turn, best of ``--repeat`` (so other load on a shared machine barely moves the ratio).
 Warm (cached) rendering is for whoever adds the cache: ``render_turn(turn, cached_html=...)``.
 """
 
