@@ -53,13 +53,15 @@ class EventRecord:
     activity_id: str = ""
 
 
-@dataclass
 class _Block:
-    kind: str
-    redacted: bool
-    payload: parts.Payload | None
-    chunks: list[str] = field(default_factory=list)
-    citations: list[parts.Citation] = field(default_factory=list)
+    __slots__ = ("chunks", "citations", "kind", "payload", "redacted")
+
+    def __init__(self, kind: str, redacted: bool, payload: parts.Payload | None) -> None:
+        self.kind = kind
+        self.redacted = redacted
+        self.payload = payload
+        self.chunks: list[str] = []
+        self.citations: list[parts.Citation] = []
 
     @property
     def text(self) -> str:
@@ -188,7 +190,10 @@ class EventBuilder:
         return [EventRecord("provider_artifact", body=body, payload=part.payload)]
 
     def _usage(self, part: parts.Usage) -> list[EventRecord]:
-        self.usage.update({k: int(v) for k, v in part.counters.items() if v})
+        usage = self.usage
+        for name, value in part.counters.items():
+            if value:
+                usage[name] += int(value)
         return []
 
     def _response_end(self, part: parts.ResponseEnd) -> list[EventRecord]:
@@ -270,13 +275,14 @@ class _Offsets:
     """Code-point offsets into one block's text from offsets in another unit, as
     ``ranges._to_codepoints`` computes them, with the text encoded once per block."""
 
-    __slots__ = ("_encoded", "_text")
+    __slots__ = ("_continuations", "_encoded", "_text")
 
     _ENCODINGS = {"utf8": ("utf-8", 1), "utf16": ("utf-16-le", 2)}
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._encoded: dict[str, bytes] = {}
+        self._continuations = b""
 
     def codepoint(self, offset: int, unit: str) -> int | None:
         """The code-point index ``offset`` ``unit``s into the text; None where that splits a
@@ -287,6 +293,16 @@ class _Offsets:
         encoded = self._encoded.get(encoding)
         if encoded is None:
             encoded = self._encoded[encoding] = self._text.encode(encoding, "surrogatepass")
+        if width == 1:
+            # UTF-8: a character is a lead byte and its continuation bytes (0x80-0xBF); the
+            # code points before a byte offset are the bytes before it less the continuations.
+            if offset > len(encoded):
+                return None
+            if offset < len(encoded) and 0x80 <= encoded[offset] <= 0xBF:
+                return None  # inside a character
+            if not self._continuations:
+                self._continuations = encoded.translate(_CONTINUATIONS)
+            return offset - self._continuations.count(1, 0, offset)
         byte_offset = offset * width
         if byte_offset > len(encoded):
             return None
@@ -296,6 +312,8 @@ class _Offsets:
             return None
 
 
+# 1 for a UTF-8 continuation byte, 0 for any other.
+_CONTINUATIONS = bytes(1 if 0x80 <= b <= 0xBF else 0 for b in range(256))
 _TextDelta = parts.TextDelta
 _HANDLERS = {
     parts.ResponseStart: EventBuilder._response_start,

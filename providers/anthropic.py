@@ -496,6 +496,44 @@ class _Stream:
                         text = delta.get("partial_json")
                         state.json.append(text if isinstance(text, str) else "")
                         continue
+                    if delta_kind == "citations_delta" and state.type == "text":
+                        cite = delta.get("citation")
+                        yield _citation(state.key, cite, self.v, state.line)
+                        state.citations.append(cite)
+                        continue
+            elif kind == "content_block_start" and self.started:
+                # A text or thinking block opening (with no citations of its own yet).
+                index, block = event.get("index"), event.get("content_block")
+                if isinstance(index, int) and isinstance(block, dict):
+                    block_type = block.get("type")
+                    if (block_type == "text" and not block.get("citations")) or (
+                        block_type == "thinking"
+                    ):
+                        key = f"b{index}"
+                        if key not in self.keys:
+                            self.keys.add(key)
+                            state = blocks[index] = _Open(key, dict(block), line)
+                            part_kind = "message" if block_type == "text" else "reasoning"
+                            yield BlockStart(key, part_kind)
+                            text = block.get(state.text_field)
+                            if not isinstance(text, str):
+                                text = ""
+                            state.text.append(text)
+                            if text:
+                                yield TextDelta(key, text)
+                            continue
+            elif kind == "content_block_stop" and self.started:
+                # A text or thinking block closing: its payload is the block as streamed.
+                index = event.get("index")
+                state = blocks.get(index) if isinstance(index, int) else None
+                if state is not None and state.text_field:
+                    del blocks[index]
+                    if state.type == "text":
+                        value = self._text_value(state)
+                    else:
+                        value = self._thinking_value(state)
+                    yield BlockEnd(state.key, self.v.payload(BLOCK, value))
+                    continue
             elif not self.started and kind not in {"message_start", "ping", "error"}:
                 raise MalformedInput(
                     f"expected 'message_start' first, got {kind!r}: "

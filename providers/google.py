@@ -189,7 +189,7 @@ def _int(value: Any) -> int | None:
 
 def _counters(usage: Any) -> dict[str, int]:
     """The integer counters of a usage object (nested details lists are left out)."""
-    return {k: v for k, v in _dict(usage).items() if _int(v) is not None}
+    return {k: v for k, v in _dict(usage).items() if type(v) is int}  # JSON: int, never bool
 
 
 def _object(frame: Frame, what: str) -> dict[str, Any]:
@@ -336,7 +336,7 @@ class _Generate:
     shown_entry_points: set[str] = field(default_factory=set)
     finish: dict[str, Any] | None = None
     block_reason: str = ""
-    usage: dict[str, int] = field(default_factory=dict)
+    usage_metadata: dict[str, Any] = field(default_factory=dict)
     # Body mode: candidate-level metadata every message block of the candidate carries.
     candidate_metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -373,7 +373,7 @@ class _Generate:
             )
         yield from self.start(data)
         if isinstance(data.get("usageMetadata"), dict):
-            self.usage = _counters(data["usageMetadata"])
+            self.usage_metadata = data["usageMetadata"]  # the last one counts (see end())
         feedback = _dict(data.get("promptFeedback"))
         self.block_reason = _str(feedback.get("blockReason")) or self.block_reason
         candidates = data.get("candidates", [])
@@ -439,8 +439,9 @@ class _Generate:
         yield from self.entry_points  # whole artifacts: kept even when the stream was cut
         if cut:
             return  # no BlockEnd for the open block, no ResponseEnd
-        if self.usage:
-            yield Usage(dict(self.usage))
+        usage = _counters(self.usage_metadata)
+        if usage:
+            yield Usage(usage)
         if self.finish is None:
             yield ResponseEnd(REFUSAL)  # the prompt was blocked: no candidate at all
             return
@@ -459,7 +460,11 @@ class _Generate:
     def part(
         self, part: dict[str, Any], supports: Any, grounding: dict[str, Any]
     ) -> Iterator[Part]:
-        kind = next((k for k in _PART_HANDLERS if k in part), None)
+        for kind in _PART_HANDLERS:
+            if kind in part:
+                break
+        else:
+            kind = None
         if kind is None and set(part) <= _PART_METADATA and "thoughtSignature" in part:
             kind = "text"  # a bare signature (end of a stream) belongs to the open block
         handler = _PART_HANDLERS.get(kind or "", _Generate.unknown_part)
