@@ -63,19 +63,32 @@ class TurnView:
         return styles
 
 
-def cached_html(event_ids: list[str]) -> dict[str, str]:
+def _row_key(key: str) -> tuple[str, str]:
+    """(event id, renderer_version) of a run key: a run of N > 1 events is cached on its first
+    event under "<version>+N", so a run that grew while streaming never hits a stale entry."""
+    event_id, _, length = key.partition("+")
+    return event_id, f"{_VERSION}+{length}" if length else _VERSION
+
+
+def cached_html(turns: list[dict[str, Any]]) -> dict[str, str]:
+    first_ids = [e["id"] for d in turns for e in d["events"] if e["kind"] == "message"]
     rows = RenderedHTML.objects.filter(
-        event_id__in=event_ids, renderer_version=_VERSION
-    ).values_list("event_id", "html")
-    return {str(event_id): html for event_id, html in rows}
+        event_id__in=first_ids, renderer_version__startswith=_VERSION
+    ).values_list("event_id", "renderer_version", "html")
+    out = {}
+    for event_id, version, html in rows:
+        _, _, length = version.partition("+")
+        if version.split("+")[0] == _VERSION:
+            out[f"{event_id}+{length}" if length else str(event_id)] = html
+    return out
 
 
 def _store_html(rendered: RenderedTurn, known: dict[str, str]) -> None:
-    fresh = [
-        RenderedHTML(event_id=event_id, renderer_version=_VERSION, html=str(html))
-        for event_id, html in rendered.fresh_html.items()
-        if event_id not in known
-    ]
+    fresh = []
+    for key, html in rendered.fresh_html.items():
+        if key not in known:
+            event_id, version = _row_key(key)
+            fresh.append(RenderedHTML(event_id=event_id, renderer_version=version, html=str(html)))
     if not fresh:
         return
     try:
@@ -93,12 +106,13 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
     for event in events:
         by_turn[event.turn_id].append(event)
     datas = [turn_dict(t, by_turn[t.id]) for t in turns]
-    message_ids = [e["id"] for d in datas for e in d["events"] if e["kind"] == "message"]
-    known = cached_html(message_ids)
+    known = cached_html(datas)
     views = []
     for turn, data in zip(turns, datas, strict=True):
         rendered = render_turn(data, cached_html=known)
-        _store_html(rendered, known)
+        # A streaming turn's numbering and source titles may still change: cache it once done.
+        if turn.status != Turn.Status.STREAMING:
+            _store_html(rendered, known)
         views.append(TurnView(turn, data, rendered, _tail(turn)))
     return views
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -29,7 +29,7 @@ from .sources import (
 from .text import clean_block_text, clean_text
 
 # Bump on ANY change to rendered output: cached HTML is keyed by (RENDERER_VERSION, event id).
-RENDERER_VERSION = 1
+RENDERER_VERSION = 2
 
 __all__ = [
     "RENDERER_VERSION",
@@ -154,10 +154,11 @@ def _source_item(source: Source, turn_id: str) -> SourceItem:
 @dataclass(frozen=True, slots=True)
 class MessageItem:
     seq: int | None
-    event_id: str
+    event_id: str  # the first event of the run
     html: SanitizedHTML
     incomplete: bool
     type: str = "message"
+    event_ids: tuple[str, ...] = ()  # every event of the run, in seq order
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +224,7 @@ class RenderedTurn:
     agent_id: str
     provider: str
     model: str
-    html: dict[str, SanitizedHTML]  # message HTML by event id
+    html: dict[str, SanitizedHTML]  # message-run HTML by run key (``run_key``)
     fresh_html: dict[str, SanitizedHTML]  # the part of ``html`` rendered now (cache these)
     sources: tuple[SourceItem, ...]
     also_consulted: tuple[SourceItem, ...]
@@ -352,9 +353,63 @@ def _tool_arguments(value: object) -> str:
     return clean_block_text(text, limit=20_000)
 
 
+def run_key(event_ids: Sequence[str]) -> str:
+    """The cache key of a message run: its first event id, plus its length when > 1."""
+    return event_ids[0] if len(event_ids) == 1 else f"{event_ids[0]}+{len(event_ids)}"
+
+
+def _merge_run(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """Consecutive message events as one markdown document.
+
+    Providers split one answer into many text blocks (Anthropic sends each cited passage as
+    its own block, with list markers and headings in the blocks between), so each block alone
+    is not valid markdown. Their texts are concatenated as sent; each attribution's range is
+    shifted by its event's offset, and a whole-event attribution becomes that event's span.
+    """
+    if len(run) == 1:
+        return run[0]
+    texts: list[str] = []
+    attributions: list[dict[str, Any]] = []
+    offset = 0
+    for event in run:
+        text = _str(event.get("text"))
+        for attribution in citation_order(event):
+            rng = attribution_range(attribution, len(text))
+            start, end = rng if rng else (0, len(text))
+            if end <= start:
+                continue
+            attributions.append({**attribution, "range": {"start": offset + start,
+                                                          "end": offset + end}})
+        texts.append(text)
+        offset += len(text)
+    return {
+        "id": run[0].get("id"),
+        "seq": run[0].get("seq"),
+        "kind": "message",
+        "text": "".join(texts),
+        "incomplete": any(e.get("incomplete") is True for e in run),
+        "attributions": attributions,
+    }
+
+
+def _message_runs(events: list[dict[str, Any]]) -> list[list[dict[str, Any]] | dict[str, Any]]:
+    """Events in seq order, with consecutive message events gathered into lists."""
+    out: list[list[dict[str, Any]] | dict[str, Any]] = []
+    for event in events:
+        if event.get("kind") == "message":
+            if out and isinstance(out[-1], list):
+                out[-1].append(event)
+            else:
+                out.append([event])
+        else:
+            out.append(event)
+    return out
+
+
 def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None) -> RenderedTurn:
-    """Render one turn. ``cached_html`` maps event id -> HTML produced earlier by the same
-    ``RENDERER_VERSION`` for this turn; those events are not rendered again."""
+    """Render one turn. Consecutive message events render as one run (see ``_merge_run``).
+    ``cached_html`` maps a run's key (``run_key``) -> HTML produced earlier by the same
+    ``RENDERER_VERSION`` for this turn; those runs are not rendered again."""
     if not isinstance(turn, dict):
         turn = {}
     registry = number_sources(turn)
@@ -366,20 +421,28 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
     items: list[Any] = []
     groups: dict[str, _ActivityGroup] = {}
 
-    for position, event in enumerate(seq_order(turn.get("events"))):
+    position = 0
+    for entry in _message_runs(seq_order(turn.get("events"))):
+        if isinstance(entry, list):
+            ids = tuple(_event_id(e, position + i) for i, e in enumerate(entry))
+            position += len(entry)
+            key = run_key(ids)
+            merged = _merge_run(entry)
+            if cached_html is not None and isinstance(cached_html.get(key), str):
+                rendered = SanitizedHTML(cached_html[key])
+            else:
+                rendered = fresh[key] = render_event_html(merged, registry)
+            html[key] = rendered
+            incomplete.update(_event_id(e, 0) for e in entry if e.get("incomplete") is True)
+            items.append(MessageItem(_seq(entry[0]), ids[0], rendered,
+                                     merged.get("incomplete") is True, event_ids=ids))
+            continue
+        event = entry
         kind = event.get("kind")
         eid = _event_id(event, position)
+        position += 1
         seq = _seq(event)
-        if kind == "message":
-            if cached_html is not None and isinstance(cached_html.get(eid), str):
-                rendered = SanitizedHTML(cached_html[eid])
-            else:
-                rendered = fresh[eid] = render_event_html(event, registry)
-            html[eid] = rendered
-            if event.get("incomplete") is True:
-                incomplete.add(eid)
-            items.append(MessageItem(seq, eid, rendered, event.get("incomplete") is True))
-        elif kind == "hosted_activity":
+        if kind == "hosted_activity":
             activity = event.get("activity") if isinstance(event.get("activity"), dict) else {}
             aid = _str(activity.get("id")) or f"event:{eid}"
             group = groups.get(aid)

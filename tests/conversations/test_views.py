@@ -122,7 +122,8 @@ def test_rendered_html_is_cached_so_a_reload_does_no_markdown_work(client, alice
     client.force_login(alice)
     url = reverse("conversation-detail", args=[s.conversation.pk])
     first = client.get(url).content
-    assert RenderedHTML.objects.count() == s.turn.events.filter(kind="message").count()
+    runs = first.count(b'<div class="message"')
+    assert runs >= 1 and RenderedHTML.objects.count() == runs
     with mock.patch("conversations.rendering.turn.render_markdown",
                     side_effect=AssertionError("rendered again")):
         second = client.get(url).content
