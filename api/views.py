@@ -367,8 +367,8 @@ class _IngestBase(ApiView):
             providers.adapter(provider)
         except ImportError:
             raise ValidationError({"provider": f"no {provider} adapter in this build"}) from None
-        title = redact_text(text_param(request, "title", max_length=300))
-        prompt = redact_text(text_param(request, "prompt", max_length=100_000))
+        title = text_param(request, "title", max_length=300)  # ingest() redacts both
+        prompt = text_param(request, "prompt", max_length=100_000)
         api_version = text_param(request, "api_version", max_length=100) or None
         endpoint = redact_text(text_param(request, "endpoint", max_length=2000)) or None
         raw = read_body(request)

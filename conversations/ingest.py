@@ -102,6 +102,7 @@ def ingest(
 ) -> IngestSummary:
     """Store ``files`` (a response and its continuations) as one agent turn."""
     builder, records = assemble(provider, files)
+    title, prompt = redaction.redact_text(title), redaction.redact_text(prompt)
     turns = []
     if prompt:
         turns.append(store.NewTurn(Turn.Role.USER, [EventRecord("message", text=prompt)]))
