@@ -206,7 +206,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Credentials never reach the log, whatever a message interpolates.
+    "filters": {"redact": {"()": "conversations.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["redact"]}},
     "loggers": {
         "turnscope": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
