@@ -124,6 +124,12 @@ class EventBuilder:
                 return self._text_delta(part)  # type: ignore[arg-type]
             block.chunks.append(part.text)  # type: ignore[union-attr]
             return []
+        if type(part) is _Citation:
+            block = self._blocks.get(part.key)  # type: ignore[union-attr]
+            if block is None:
+                return self._citation(part)  # type: ignore[arg-type]
+            block.citations.append(part)  # type: ignore[arg-type]
+            return []
         handler = _HANDLERS.get(type(part))
         if handler is None:
             raise TypeError(f"not a stream part: {type(part).__name__}")
@@ -176,8 +182,9 @@ class EventBuilder:
             "sources": [dict(source) for source in part.sources],
             "error_code": part.error_code,
         }
-        return [EventRecord("hosted_activity", body={"activity": activity},
-                            payload=part.payload, activity_id=part.activity_id)]
+        # Positional: EventRecord(kind, text, incomplete, body, attributions, payload, activity_id)
+        return [EventRecord("hosted_activity", "", False, {"activity": activity}, [],
+                            part.payload, part.activity_id)]
 
     def _tool_call(self, part: parts.ToolCall) -> list[EventRecord]:
         call = {"id": part.call_id, "name": part.name, "arguments": part.arguments}
@@ -238,12 +245,11 @@ class EventBuilder:
         text = block.text
         if block.kind == "reasoning":
             body = {"redacted": block.redacted}
-            return EventRecord("reasoning", text="" if block.redacted else text,
-                               incomplete=incomplete, body=body, payload=payload)
+            return EventRecord("reasoning", "" if block.redacted else text, incomplete, body, [],
+                               payload)
         offsets = _Offsets(text) if block.citations else None
         attributions = [self._attribution(text, c, incomplete, offsets) for c in block.citations]
-        return EventRecord("message", text=text, incomplete=incomplete,
-                           attributions=attributions, payload=payload)
+        return EventRecord("message", text, incomplete, {}, attributions, payload)
 
     @staticmethod
     def _attribution(
@@ -260,14 +266,15 @@ class EventBuilder:
         span = ranges.resolve(text, start, end, unit, citation.quote)
         if span is None and citation.start is not None:
             log.debug("dropped an attribution range that does not match the text")
+        # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
         return AttributionRecord(
-            url=citation.url,
-            title=citation.title,
-            excerpt=citation.excerpt,
-            start=span[0] if span else None,
-            end=span[1] if span else None,
-            incomplete=incomplete,
-            replay=citation.replay,
+            citation.url,
+            citation.title,
+            citation.excerpt,
+            span[0] if span else None,
+            span[1] if span else None,
+            incomplete,
+            citation.replay,
         )
 
 
@@ -315,6 +322,7 @@ class _Offsets:
 # 1 for a UTF-8 continuation byte, 0 for any other.
 _CONTINUATIONS = bytes(1 if 0x80 <= b <= 0xBF else 0 for b in range(256))
 _TextDelta = parts.TextDelta
+_Citation = parts.Citation
 _HANDLERS = {
     parts.ResponseStart: EventBuilder._response_start,
     parts.BlockStart: EventBuilder._block_start,

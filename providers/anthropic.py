@@ -468,14 +468,12 @@ class _Stream:
         events = self.EVENTS
         blocks = self.open
         for line, event, _name in rows:
-            if event is DONE:
+            if type(event) is dict:
+                kind = event.get("type")
+            elif event is DONE:
                 continue
-            kind = event.get("type") if isinstance(event, dict) else None
-            if not isinstance(kind, str):
-                raise MalformedInput(
-                    "expected an Anthropic stream event (a JSON object with a string 'type')",
-                    line=line,
-                )
+            else:
+                kind = event.get("type") if isinstance(event, dict) else None
             if kind == "content_block_delta" and self.started:
                 # The bulk of a stream: text and tool-input deltas on an open block of their
                 # kind. Anything else about a delta goes through _block_delta below.
@@ -534,6 +532,11 @@ class _Stream:
                         value = self._thinking_value(state)
                     yield BlockEnd(state.key, self.v.payload(BLOCK, value))
                     continue
+            elif not isinstance(kind, str):
+                raise MalformedInput(
+                    "expected an Anthropic stream event (a JSON object with a string 'type')",
+                    line=line,
+                )
             elif not self.started and kind not in {"message_start", "ping", "error"}:
                 raise MalformedInput(
                     f"expected 'message_start' first, got {kind!r}: "

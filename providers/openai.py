@@ -357,31 +357,43 @@ class _Responses:
 
     def stream(self, rows: tuple[Row, ...]) -> Iterator[Part]:
         items = self.items
+        # The content part the last text delta went to: (item id, content index) -> part.
+        last_id: Any = None
+        last_index: Any = None
+        last_state: _Item | None = None
+        last_part: _TextPart | None = None
         for line, data, _name in rows:
-            if data is DONE:
-                continue
-            if not isinstance(data, dict):
-                raise MalformedInput("expected a JSON object per stream event", line=line)
+            if type(data) is not dict:
+                if data is DONE:
+                    continue
+                if not isinstance(data, dict):
+                    raise MalformedInput("expected a JSON object per stream event", line=line)
             kind = data.get("type")
-            if not isinstance(kind, str):
-                raise MalformedInput(
-                    "not an OpenAI Responses stream event (no string 'type')", line=line
-                )
             if kind == "response.output_text.delta":
                 # The bulk of a stream: more text for a content part already begun on an open
                 # message block. Anything else about a delta goes through _on_text_delta.
                 item_id = data.get("item_id")
-                state = items.get(item_id) if isinstance(item_id, str) and item_id else None
                 delta = data.get("delta")
-                if state is not None and state.block_open and isinstance(delta, str):
-                    index = data.get("content_index")
-                    part = state.parts.get(("content", index if type(index) is int else 0))
+                index = data.get("content_index")
+                if item_id == last_id and index == last_index and type(index) is type(last_index):
+                    state, part = last_state, last_part
+                else:
+                    state = items.get(item_id) if isinstance(item_id, str) and item_id else None
+                    part = None
+                    if state is not None and state.block_open:
+                        part = state.parts.get(("content", index if type(index) is int else 0))
                     if part is not None:
-                        if delta:
-                            part.chunks.append(delta)
-                            state.length += len(delta)
-                            yield TextDelta(state.key, delta)
-                        continue
+                        last_id, last_index, last_state, last_part = item_id, index, state, part
+                if part is not None and isinstance(delta, str):
+                    if delta:
+                        part.chunks.append(delta)
+                        state.length += len(delta)  # type: ignore[union-attr]
+                        yield TextDelta(state.key, delta)  # type: ignore[union-attr]
+                    continue
+            elif not isinstance(kind, str):
+                raise MalformedInput(
+                    "not an OpenAI Responses stream event (no string 'type')", line=line
+                )
             handler = _EVENTS.get(kind)
             if handler is not None:
                 yield from handler(self, data, line)
