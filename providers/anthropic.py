@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -427,26 +427,26 @@ def _body(frame: Frame, v: _Versions) -> Iterator[Part]:
 # Streams
 
 
-@dataclass(slots=True)
 class _Open:
     """A content block whose content_block_stop has not arrived yet."""
 
-    key: str
-    block: dict[str, Any]
-    line: int
-    text: list[str] = field(default_factory=list)
-    signature: list[str] = field(default_factory=list)
-    citations: list[Any] = field(default_factory=list)
-    json: list[str] = field(default_factory=list)
-    deltas: list[Any] = field(default_factory=list)
-    type: str = field(init=False)  # the block's type (a string: checked at content_block_start)
-    # The delta type that carries this block's streamed text (a sentinel equal to no JSON value
-    # for other blocks), and that delta's text field.
-    text_delta: Any = field(init=False)
-    text_field: str = field(init=False)
+    __slots__ = (
+        "block", "citations", "deltas", "json", "key", "line", "signature", "text",
+        "text_delta", "text_field", "type",
+    )
 
-    def __post_init__(self) -> None:
-        self.type = self.block["type"]
+    def __init__(self, key: str, block: dict[str, Any], line: int) -> None:
+        self.key = key
+        self.block = block
+        self.line = line
+        self.text: list[str] = []
+        self.signature: list[str] = []
+        self.citations: list[Any] = []
+        self.json: list[str] = []
+        self.deltas: list[Any] = []
+        self.type: str = block["type"]  # a string: checked at content_block_start
+        # The delta type that carries this block's streamed text (a sentinel equal to no JSON
+        # value for other blocks), and that delta's text field.
         self.text_delta, self.text_field = _TEXT_DELTAS.get(self.type, (_NO_TEXT, ""))
 
 
