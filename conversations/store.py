@@ -208,8 +208,13 @@ def record_turns(
         now = timezone.now()
         stamp = connection.ops.adapt_datetimefield_value(now)
         if conversation is None:
-            conversation = Conversation(title=title[:300], owner=owner, created_at=now,
-                                        updated_at=now)
+            conversation = _instance(Conversation, {
+                "id": uuid.uuid4(), "owner_id": None, "title": title[:300], "created_at": now,
+                "updated_at": now, "forked_from_id": None, "forked_at_turn": None,
+                "next_seq": 1,
+            })
+            if owner is not None:
+                conversation.owner = owner  # checked and cached as Conversation(owner=...) does
             index, first_seq, new = 0, 1, True
         else:
             index, first_seq = tables.lock(cursor, conversation.pk)
@@ -218,18 +223,18 @@ def record_turns(
         made: list[Turn] = []
         seq = first_seq
         for offset, spec in enumerate(turns):
-            turn = Turn(
-                id=uuid.uuid4(), conversation=conversation, index=index + offset,
-                role=spec.role, status=spec.status, end_reason=spec.end_reason,
-                agent_id=spec.agent_id or (
+            turn = _instance(Turn, {
+                "id": uuid.uuid4(), "conversation_id": conversation.pk, "index": index + offset,
+                "role": spec.role, "status": spec.status, "end_reason": spec.end_reason,
+                "agent_id": spec.agent_id or (
                     Turn.default_agent_id(spec.provider, spec.model)
                     if spec.role == Turn.Role.AGENT else ""
                 ),
-                provider=spec.provider, model=spec.model, created_at=now,
-                completed_at=now if spec.finished else None,
-            )
-            if spec.responses:
-                turn.responses = dumps(list(spec.responses))
+                "provider": spec.provider, "model": spec.model,
+                "responses": dumps(list(spec.responses)) if spec.responses else "[]",
+                "created_at": now, "completed_at": now if spec.finished else None,
+            })
+            turn.conversation = conversation
             turn.validate_invariants()  # what Turn.save() checks
             rows.turn(turn)
             seq = rows.events(turn.pk, seq, spec.records)
@@ -248,6 +253,18 @@ def record_turns(
         conversation._state.adding = False
         conversation._state.db = using
     return conversation, made
+
+
+def _instance(model: type[Model], values: dict[str, Any]) -> Any:
+    """An unsaved instance from every column's value (Model.__init__ is quickest given all
+    of them, in field order)."""
+    order = _FIELD_ORDER.get(model)
+    if order is None:
+        order = _FIELD_ORDER[model] = tuple(f.attname for f in model._meta.concrete_fields)
+    return model(*[values[name] for name in order])
+
+
+_FIELD_ORDER: dict[type[Model], tuple[str, ...]] = {}
 
 
 def _record_turns_orm(
