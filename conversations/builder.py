@@ -200,7 +200,7 @@ class EventBuilder:
         usage = self.usage
         for name, value in part.counters.items():
             if value:
-                usage[name] += int(value)
+                usage[name] = usage.get(name, 0) + int(value)
         return []
 
     def _response_end(self, part: parts.ResponseEnd) -> list[EventRecord]:
@@ -245,11 +245,11 @@ class EventBuilder:
         text = block.text
         if block.kind == "reasoning":
             body = {"redacted": block.redacted}
-            return EventRecord("reasoning", "" if block.redacted else text, incomplete, body, [],
-                               payload)
+            text = "" if block.redacted else storable(text)
+            return EventRecord("reasoning", text, incomplete, body, [], payload)
         offsets = _Offsets(text) if block.citations else None
         attributions = [self._attribution(text, c, incomplete, offsets) for c in block.citations]
-        return EventRecord("message", text, incomplete, {}, attributions, payload)
+        return EventRecord("message", storable(text), incomplete, {}, attributions, payload)
 
     @staticmethod
     def _attribution(
@@ -268,14 +268,20 @@ class EventBuilder:
             log.debug("dropped an attribution range that does not match the text")
         # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
         return AttributionRecord(
-            citation.url,
-            citation.title,
-            citation.excerpt,
+            storable(citation.url),
+            storable(citation.title),
+            storable(citation.excerpt),
             span[0] if span else None,
             span[1] if span else None,
             incomplete,
             citation.replay,
         )
+
+
+def storable(text: str) -> str:
+    """``text`` with NUL characters as U+FFFD: PostgreSQL text cannot hold NUL, and one code
+    point for one keeps every code-point range valid (so replace after resolving ranges)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 class _Offsets:
