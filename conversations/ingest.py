@@ -14,7 +14,7 @@ from typing import Any
 
 import providers
 from conversations import redaction, store
-from conversations.builder import EventBuilder, EventRecord
+from conversations.builder import EventBuilder, EventRecord, storable
 from conversations.models import Conversation, Turn
 from conversations.registries import TRIGGERS
 from providers.wire import MalformedInput
@@ -102,7 +102,8 @@ def ingest(
 ) -> IngestSummary:
     """Store ``files`` (a response and its continuations) as one agent turn."""
     builder, records = assemble(provider, files)
-    title, prompt = redaction.redact_text(title), redaction.redact_text(prompt)
+    title = storable(redaction.redact_text(title))
+    prompt = storable(redaction.redact_text(prompt))
     turns = []
     if prompt:
         turns.append(store.NewTurn(Turn.Role.USER, [EventRecord("message", text=prompt)]))

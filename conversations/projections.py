@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from conversations import provenance
+from conversations.builder import storable
 from conversations.models import (
     Attribution,
     Conversation,
@@ -227,7 +228,8 @@ def import_document(doc: Any, *, owner: Any = None) -> Conversation:
             forked_from = Conversation.objects.filter(pk=_uuid(meta["forked_from"],
                                                                "conversation.forked_from")).first()
         conversation = Conversation(
-            id=new_id(meta["id"], "conversation.id"), owner=owner, title=meta.get("title", ""),
+            id=new_id(meta["id"], "conversation.id"), owner=owner,
+            title=storable(meta.get("title", "")),
             forked_from=forked_from,
         )
         created = _datetime(meta.get("created_at"), "conversation.created_at")
@@ -288,9 +290,9 @@ def _event_rows(
     kind = e["kind"]
     text, incomplete, body = "", False, {}
     if kind == "message":
-        text, incomplete = e.get("text", ""), bool(e.get("incomplete"))
+        text, incomplete = storable(e.get("text", "")), bool(e.get("incomplete"))
     elif kind == "reasoning":
-        text, incomplete = e.get("text", ""), bool(e.get("incomplete"))
+        text, incomplete = storable(e.get("text", "")), bool(e.get("incomplete"))
         body = {"redacted": bool(e.get("redacted"))}
     else:
         body = {k: v for k, v in e.items() if k not in {"id", "seq", "kind", "payload"}}
@@ -311,10 +313,10 @@ def _event_rows(
         replay = _payload_row(a.get("replay"), f"{a_where}.replay")
         if replay:
             payloads.append(replay)
+        url = storable(a["source"].get("url", ""))
         rows.append(Attribution(
-            event=event, ordinal=ordinal, url=a["source"].get("url", ""),
-            domain=url_domain(a["source"].get("url", "")),
-            title=a["source"].get("title", ""), excerpt=a.get("excerpt", ""),
+            event=event, ordinal=ordinal, url=url, domain=url_domain(url),
+            title=storable(a["source"].get("title", "")), excerpt=storable(a.get("excerpt", "")),
             range_start=span["start"] if span else None, range_end=span["end"] if span else None,
             incomplete=bool(a.get("incomplete")), replay=replay,
         ))

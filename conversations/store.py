@@ -17,7 +17,7 @@ from django.db import connections, router, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from conversations.builder import EventRecord
+from conversations.builder import EventRecord, storable
 from conversations.models import (
     Attribution,
     Conversation,
@@ -38,7 +38,8 @@ def create_conversation(
     forked_at_turn: int | None = None,
 ) -> Conversation:
     return Conversation.objects.create(
-        title=title[:300], owner=owner, forked_from=forked_from, forked_at_turn=forked_at_turn
+        title=storable(title)[:300], owner=owner, forked_from=forked_from,
+        forked_at_turn=forked_at_turn,
     )
 
 
@@ -151,7 +152,7 @@ def _payload_row(
 
 def append_user_turn(conversation: Conversation, text: str) -> Turn:
     turn = start_turn(conversation, Turn.Role.USER)
-    append_events(turn, [EventRecord("message", text=text)])
+    append_events(turn, [EventRecord("message", text=storable(text))])
     return turn
 
 
@@ -209,9 +210,9 @@ def record_turns(
         stamp = connection.ops.adapt_datetimefield_value(now)
         if conversation is None:
             conversation = _instance(Conversation, {
-                "id": uuid.uuid4(), "owner_id": None, "title": title[:300], "created_at": now,
-                "updated_at": now, "forked_from_id": None, "forked_at_turn": None,
-                "next_seq": 1,
+                "id": uuid.uuid4(), "owner_id": None, "title": storable(title)[:300],
+                "created_at": now, "updated_at": now, "forked_from_id": None,
+                "forked_at_turn": None, "next_seq": 1,
             })
             if owner is not None:
                 conversation.owner = owner  # checked and cached as Conversation(owner=...) does

@@ -100,3 +100,25 @@ def test_default_agent_id_fits_its_column():
     assert turn.agent_id.startswith("openrouter:") and len(turn.agent_id) == 128
     turn.refresh_from_db()
     assert len(turn.agent_id) == 128
+
+
+def test_nul_characters_are_stored_as_replacement_characters():
+    """PostgreSQL text cannot hold NUL; one code point for one keeps ranges valid."""
+    from conversations import parts
+    from conversations.builder import EventBuilder
+
+    builder = EventBuilder()
+    builder.begin_response("initial")
+    builder.feed(parts.ResponseStart("anthropic", "claude-x"))
+    builder.feed(parts.BlockStart("0", "message"))
+    builder.feed(parts.TextDelta("0", "a\x00b cited"))
+    builder.feed(parts.Citation("0", "https://x.example/\x00", "t\x00", "e\x00", start=4, end=9))
+    [record] = builder.feed(parts.BlockEnd("0"))
+    assert record.text == "a\ufffdb cited"
+    [a] = record.attributions
+    assert record.text[a.start:a.end] == "cited" and "\x00" not in a.url + a.title + a.excerpt
+    conversation = store.create_conversation(title="x\x00y")
+    turn = store.start_turn(conversation, "agent", provider="anthropic", model="claude-x")
+    store.append_events(turn, [record])
+    store.append_user_turn(conversation, "q\x00")
+    assert Event.objects.filter(text__contains="\ufffd").count() == 2
