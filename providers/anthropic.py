@@ -749,10 +749,19 @@ class _Stream:
 
 def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
     versions = _Versions.of(context)
-    if wire.kind == "body":
+    if wire.kind == "body" and not _is_stream_event(wire.rows[0]):
         yield from _body(Frame(*wire.rows[0]), versions)
     else:
         yield from _Stream(versions).parse(wire.rows)
+
+
+def _is_stream_event(row: tuple[Any, ...]) -> bool:
+    """A lone stream event read as a body: a stream of one line, e.g. cut after its first."""
+    data = Frame(*row).data
+    return isinstance(data, dict) and data.get("type") in {
+        "message_start", "content_block_start", "content_block_delta", "content_block_stop",
+        "message_delta", "message_stop", "ping",
+    }
 
 
 def decode(payload_value: dict, format: str) -> None:

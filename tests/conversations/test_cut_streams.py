@@ -66,3 +66,14 @@ def test_citations_received_before_the_cut_are_kept():
     last = records[-1]
     assert last.kind == "message" and last.incomplete
     assert last.attributions and all(a.incomplete for a in last.attributions)
+
+
+@pytest.mark.parametrize(("provider", "name", "index"), STREAMS)
+def test_cut_after_the_first_line(provider, name, index):
+    """One whole JSON line is also a valid JSON body: a one-event stream must still read."""
+    if not PROVIDER_FIXTURES.exists():
+        pytest.skip(f"{PROVIDER_FIXTURES} is absent")
+    text = stream_text(provider, name, index)
+    first = next(line for line in text.splitlines(keepends=True) if line.strip())
+    builder, _ = assemble(provider, [ResponseFile("cut", first.encode())])
+    assert builder.outcome.status in {"interrupted", "complete", "failed"}
