@@ -309,3 +309,20 @@ class RenderedHTML(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_id} @ {self.renderer_version}"
+
+
+class TurnFragment(models.Model):
+    """Cache of a finished turn's rendered page fragment (``conversations/_turn.html``).
+
+    ``key`` names everything the fragment depends on (renderer and template versions, the turn's
+    status, end reason and last event seq); a fragment whose key differs is re-rendered.
+    """
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    html = models.TextField()
+    # CSP hashes of the inline styles the fragment needs (Google's search chip).
+    style_hashes = models.TextField(default="[]")
+
+    def __str__(self) -> str:
+        return f"turn {self.turn_id} @ {self.key}"

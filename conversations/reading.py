@@ -7,13 +7,26 @@ does no markdown work.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import functools
+import hashlib
+from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.template.loader import get_template, render_to_string
+from django.utils.safestring import mark_safe
 
-from conversations.models import Attribution, Conversation, Event, RenderedHTML, Turn
+from conversations.models import (
+    Attribution,
+    Conversation,
+    Event,
+    RenderedHTML,
+    Turn,
+    TurnFragment,
+)
 from conversations.projections import events_queryset, turn_dict
 from conversations.rendering import (
     RENDERER_VERSION,
@@ -23,6 +36,7 @@ from conversations.rendering import (
 )
 
 _VERSION = str(RENDERER_VERSION)
+FRAGMENT_TEMPLATE = "conversations/_turn.html"
 
 
 @dataclass
@@ -36,14 +50,16 @@ class Segment:
 @dataclass
 class TurnView:
     turn: Turn
-    data: dict[str, Any]
-    rendered: RenderedTurn
+    data: dict[str, Any] | None = None  # the portable turn, when it was rendered now
+    rendered: RenderedTurn | None = None
     tail: dict[str, Any] | None = None
+    html: str = ""  # the turn's page fragment
+    style_hashes: list[str] = field(default_factory=list)
 
     @property
     def segments(self) -> list[Segment]:
         out: list[Segment] = []
-        for item in self.rendered.items:
+        for item in self.rendered.items if self.rendered else ():
             kind = "message" if item.type == "message" else "timeline"
             if kind == "timeline" and out and out[-1].kind == "timeline":
                 out[-1].items.append(item)
@@ -51,16 +67,30 @@ class TurnView:
                 out.append(Segment(kind, [item]))
         return out
 
-    @property
-    def inline_styles(self) -> list[str]:
-        """The sanitized style blocks of provider-required displays (Google's search chip)."""
-        styles = []
-        for event in self.data["events"]:
-            if event["kind"] == "provider_artifact" and event.get("display_html"):
-                cleaned = clean_search_entry_point(event["display_html"])
-                if cleaned.startswith("<style>"):
-                    styles.append(cleaned[len("<style>"):cleaned.index("</style>")])
-        return styles
+
+def _style_hashes(data: dict[str, Any]) -> list[str]:
+    """CSP hashes of the sanitized style blocks of provider-required displays (Google's search
+    chip), which its sandboxed srcdoc iframe inherits the page's policy for."""
+    hashes = []
+    for event in data["events"]:
+        if event["kind"] == "provider_artifact" and event.get("display_html"):
+            cleaned = clean_search_entry_point(event["display_html"])
+            if cleaned.startswith("<style>"):
+                css = cleaned[len("<style>"):cleaned.index("</style>")]
+                digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
+                hashes.append(f"'sha256-{digest}'")
+    return hashes
+
+
+@functools.cache
+def _fragment_version() -> str:
+    # An edited turn template never serves a stale fragment.
+    template = get_template(FRAGMENT_TEMPLATE).template.source
+    return f"{_VERSION}:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
+
+
+def _fragment_key(turn: Turn) -> str:
+    return f"{_fragment_version()}:{turn.status}:{turn.end_reason}:{turn.last_seq or 0}"
 
 
 def _row_key(key: str) -> tuple[str, str]:
@@ -99,8 +129,38 @@ def _store_html(rendered: RenderedTurn, known: dict[str, str]) -> None:
 
 
 def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> list[TurnView]:
-    """Every turn (or the given ones) of ``conversation``, rendered."""
-    turns = turns if turns is not None else list(conversation.turns.order_by("index"))
+    """Every turn (or the given ones) of ``conversation`` with its page fragment.
+
+    A finished turn's fragment is cached whole (``TurnFragment``), so a reload reads one row per
+    turn; other turns are rendered from the portable projection (message HTML cached per run).
+    """
+    qs = conversation.turns.annotate(last_seq=Max("events__seq")).order_by("index")
+    turns = list(qs.filter(pk__in=[t.pk for t in turns]) if turns is not None else qs)
+    finished = [t for t in turns if t.status != Turn.Status.STREAMING]
+    fragments = {
+        row.turn_id: row for row in TurnFragment.objects.filter(turn__in=finished)
+    }
+    views: dict[Any, TurnView] = {}
+    for turn in finished:
+        row = fragments.get(turn.pk)
+        if row is not None and row.key == _fragment_key(turn):
+            # Our own template's output, read back from the cache.
+            views[turn.pk] = TurnView(turn, html=mark_safe(row.html),
+                                      style_hashes=orjson.loads(row.style_hashes))
+    todo = [t for t in turns if t.pk not in views]
+    for view in _render(conversation, todo):
+        views[view.turn.pk] = view
+        if view.turn.status != Turn.Status.STREAMING:
+            TurnFragment.objects.update_or_create(turn=view.turn, defaults={
+                "key": _fragment_key(view.turn), "html": view.html,
+                "style_hashes": orjson.dumps(view.style_hashes).decode(),
+            })
+    return [views[t.pk] for t in turns]
+
+
+def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
+    if not turns:
+        return []
     by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
     events = events_queryset("portable").filter(conversation=conversation, turn__in=turns)
     for event in events:
@@ -113,7 +173,9 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
         # A streaming turn's numbering and source titles may still change: cache it once done.
         if turn.status != Turn.Status.STREAMING:
             _store_html(rendered, known)
-        views.append(TurnView(turn, data, rendered, _tail(turn)))
+        view = TurnView(turn, data, rendered, _tail(turn), style_hashes=_style_hashes(data))
+        view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view})  # a SafeString
+        views.append(view)
     return views
 
 

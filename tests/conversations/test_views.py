@@ -190,3 +190,22 @@ class TestList:
         assert "Page 1 of 2" in first and "conversation 29" in first
         second = self.titles(client, page=2)
         assert "conversation 00" in second and "conversation 29" not in second
+
+
+def test_finished_turns_are_served_from_their_cached_fragment(client, alice):
+    from conversations.models import TurnFragment
+
+    s = ingested(alice, "anthropic", ANTHROPIC)
+    client.force_login(alice)
+    url = reverse("conversation-detail", args=[s.conversation.pk])
+    first = client.get(url).content.decode()
+    assert TurnFragment.objects.filter(turn=s.turn).exists()
+    with mock.patch("conversations.reading.render_turn",
+                    side_effect=AssertionError("rendered again")):
+        second = client.get(url).content.decode()
+    strip = re.compile(r'csrfmiddlewaretoken" value="[^"]+')
+    assert strip.sub("", first) == strip.sub("", second)
+    # A changed turn (here: its status) is rendered afresh, never served stale.
+    s.turn.status = "interrupted"
+    s.turn.save(update_fields=["status"])
+    assert "This turn was interrupted" in client.get(url).content.decode()
