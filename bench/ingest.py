@@ -1,6 +1,6 @@
 """Ingest throughput over every recorded provider fixture, against a JSON-parsing floor.
 
-    uv run python -m bench.ingest [--repeat N]
+    uv run python -m bench.ingest [--repeat N] [--runs N] [--profile assemble|persist]
 
 Prints stream parts per second for (1) adapters + assembler and (2) the same plus SQLite
 persistence, each as a ratio to the floor: only JSON-parsing the same event lines, measured in
@@ -72,6 +72,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20, help="passes over all fixtures")
     parser.add_argument("--runs", type=int, default=3, help="best of this many timings")
+    parser.add_argument(
+        "--profile", choices=("assemble", "persist"),
+        help="instead of timing, run one path under cProfile and print where its time goes",
+    )
     args = parser.parse_args()
     if not PROVIDER_FIXTURES.exists():
         sys.exit(f"{PROVIDER_FIXTURES} is absent: the benchmark reads ../shared in place")
@@ -102,6 +106,15 @@ def main() -> None:
         for _ in range(max(1, args.repeat // 4)):
             for provider, response, _lines in responses:
                 ingest(provider, [response])
+
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(assemble if args.profile == "assemble" else persist)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+        return
 
     best = best_of(args.runs, {
         "floor": (args.runs, floor),
