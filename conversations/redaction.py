@@ -35,8 +35,7 @@ _TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 @dataclass(frozen=True)
 class _Rule:
     """One credential shape. ``triggers``: literals (lowercase when ``fold``) without which the
-    rule cannot match, checked with ``in`` before a slow regex runs; a pattern that starts with
-    a literal needs none (the regex engine searches for that literal as fast as ``in``).
+    rule cannot match, checked with ``in`` (a fast substring search) before the regex runs.
     ``keep``: group 1 (a header name, "Bearer ", "?key=") stays. ``boundary``: the match must
     not continue a token (a key prefix inside a base64url blob is not a key)."""
 
@@ -59,19 +58,19 @@ _RULES = (
     _Rule(r"(?i)\b((?:bearer|token)[ \t]+)(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*",
           ("bearer ", "bearer\t", "token ", "token\t"), fold=True, keep=True),
     # Provider and platform key shapes.
-    _Rule(r"sk-ant-[A-Za-z0-9_\-]{8,}", (), boundary=True),
-    _Rule(r"sk-(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_\-]{20,}", (), boundary=True),
+    _Rule(r"sk-ant-[A-Za-z0-9_\-]{8,}", ("sk-ant-",), boundary=True),
+    _Rule(r"sk-(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_\-]{20,}", ("sk-",), boundary=True),
     _Rule(r"[srp]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_"), boundary=True),
-    _Rule(r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])", (), boundary=True),
-    _Rule(r"gh[pousr]_[A-Za-z0-9]{30,}", (), boundary=True),
-    _Rule(r"github_pat_[A-Za-z0-9_]{30,}", (), boundary=True),
-    _Rule(r"xox[abprs]-[A-Za-z0-9\-]{10,}", (), boundary=True),
-    _Rule(r"ya29\.[A-Za-z0-9_\-.]{20,}", (), boundary=True),
-    _Rule(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_\-])", (), boundary=True),
-    _Rule(r"hf_[A-Za-z0-9]{30,}", (), boundary=True),
-    _Rule(r"gsk_[A-Za-z0-9]{30,}", (), boundary=True),
+    _Rule(r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])", ("AIza",), boundary=True),
+    _Rule(r"gh[pousr]_[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), boundary=True),
+    _Rule(r"github_pat_[A-Za-z0-9_]{30,}", ("github_pat_",), boundary=True),
+    _Rule(r"xox[abprs]-[A-Za-z0-9\-]{10,}", ("xox",), boundary=True),
+    _Rule(r"ya29\.[A-Za-z0-9_\-.]{20,}", ("ya29.",), boundary=True),
+    _Rule(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_\-])", ("AKIA", "ASIA"), boundary=True),
+    _Rule(r"hf_[A-Za-z0-9]{30,}", ("hf_",), boundary=True),
+    _Rule(r"gsk_[A-Za-z0-9]{30,}", ("gsk_",), boundary=True),
     # A JWT (three base64url segments, the first two JSON objects).
-    _Rule(r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", (),
+    _Rule(r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ("eyJ",),
           boundary=True),
     # Key-bearing URL query parameters (Gemini's ?key=AIza…, OAuth access_token=…).
     _Rule(r"(?i)([?&](?:key|api_key|apikey|api-key|access_token|token|client_secret|sig)=)"
@@ -87,11 +86,11 @@ class _Compiled:
         self.triggers = tuple(encode(t) for t in rule.triggers)
         self.mark = encode(MARK)
 
-    def applies(self, value: Any, folded: Any, seen: dict[Any, bool]) -> bool:
+    def applies(self, value: Any, folded: Callable[[], Any], seen: dict[Any, bool]) -> bool:
         if not self.triggers:
             return True
         if self.triggers not in seen:  # rules sharing triggers scan for them once
-            haystack = folded if self.rule.fold else value
+            haystack = folded() if self.rule.fold else value
             seen[self.triggers] = any(t in haystack for t in self.triggers)
         return seen[self.triggers]
 
@@ -132,14 +131,20 @@ def _apply(value: Any, rules: list[_Compiled]) -> tuple[Any, list[list[tuple[int
     layers = []
     if not value:
         return value, layers
-    folded = value.lower()
+    lowered: list[Any] = []  # value.lower(), made once and only if a case-folding rule asks
+
+    def folded() -> Any:
+        if not lowered:
+            lowered.append(value.lower())
+        return lowered[0]
+
     seen: dict[Any, bool] = {}
     for rule in rules:
         if rule.applies(value, folded, seen):
             value, spans = rule.sub(value)
             if spans:
                 layers.append(spans)
-                folded = value.lower()
+                lowered.clear()
                 seen.clear()
     return value, layers
 
@@ -237,9 +242,30 @@ def _through(spans: list[tuple[int, int]], offset: int, is_end: bool) -> int:
 # -- records and documents ---------------------------------------------------------------------
 
 
+def _any_secret(records: list[Any]) -> bool:
+    """Whether any record may hold a credential: two scans over all of them at once (plain texts
+    joined by newlines, structured values as one JSON text) instead of a dozen rules per string.
+    A false positive only costs the careful walk."""
+    texts: list[str] = []
+    values: list[Any] = []
+    for record in records:
+        texts += (record.text, getattr(record, "activity_id", ""))
+        values += (record.body, record.payload.value if record.payload else None)
+        for a in record.attributions:
+            texts += (a.url, a.title, a.excerpt)
+            values.append(a.replay.value if a.replay else None)
+    joined = "\n".join(texts)
+    if redact_text(joined) != joined:
+        return True
+    return redact_value(values) is not values
+
+
 def redact_records(records: Iterable[Any]) -> list[Any]:
     """Redact assembled ``EventRecord``s in place (texts, bodies, attributions, payload values),
     keeping every attribution range pointed at the same characters of the redacted text."""
+    records = list(records)
+    if not _any_secret(records):
+        return records
     out = []
     for record in records:
         text, remap = redact_with_map(record.text)
