@@ -247,23 +247,18 @@ class EventBuilder:
             body = {"redacted": block.redacted}
             text = "" if block.redacted else storable(text)
             return EventRecord("reasoning", text, incomplete, body, [], payload)
-        offsets = _Offsets(text) if block.citations else None
+        offsets = ranges.Offsets(text) if block.citations else None
         attributions = [self._attribution(text, c, incomplete, offsets) for c in block.citations]
         return EventRecord("message", storable(text), incomplete, {}, attributions, payload)
 
     @staticmethod
     def _attribution(
-        text: str, citation: parts.Citation, incomplete: bool, offsets: _Offsets | None = None
+        text: str, citation: parts.Citation, incomplete: bool,
+        offsets: ranges.Offsets | None = None,
     ) -> AttributionRecord:
-        start, end, unit = citation.start, citation.end, citation.unit
-        if unit != "codepoint" and start is not None and end is not None and 0 <= start < end:
-            # Convert a well-formed range once per block's encoding instead of per offset;
-            # anything the conversion cannot place is left to ranges.resolve as it came.
-            offsets = offsets or _Offsets(text)
-            first, last = offsets.codepoint(start, unit), offsets.codepoint(end, unit)
-            if first is not None and last is not None:
-                start, end, unit = first, last, "codepoint"
-        span = ranges.resolve(text, start, end, unit, citation.quote)
+        # One Offsets per block: its text is encoded once for all of the block's ranges.
+        span = ranges.resolve(text, citation.start, citation.end, citation.unit, citation.quote,
+                              offsets)
         if span is None and citation.start is not None:
             log.debug("dropped an attribution range that does not match the text")
         # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
@@ -284,49 +279,6 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-class _Offsets:
-    """Code-point offsets into one block's text from offsets in another unit, as
-    ``ranges._to_codepoints`` computes them, with the text encoded once per block."""
-
-    __slots__ = ("_continuations", "_encoded", "_text")
-
-    _ENCODINGS = {"utf8": ("utf-8", 1), "utf16": ("utf-16-le", 2)}
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-        self._encoded: dict[str, bytes] = {}
-        self._continuations = b""
-
-    def codepoint(self, offset: int, unit: str) -> int | None:
-        """The code-point index ``offset`` ``unit``s into the text; None where that splits a
-        character or lies beyond the end."""
-        encoding, width = self._ENCODINGS[unit]
-        if self._text.isascii():  # one byte (UTF-8) or one code unit (UTF-16) per character
-            return offset if offset <= len(self._text) else None
-        encoded = self._encoded.get(encoding)
-        if encoded is None:
-            encoded = self._encoded[encoding] = self._text.encode(encoding, "surrogatepass")
-        if width == 1:
-            # UTF-8: a character is a lead byte and its continuation bytes (0x80-0xBF); the
-            # code points before a byte offset are the bytes before it less the continuations.
-            if offset > len(encoded):
-                return None
-            if offset < len(encoded) and 0x80 <= encoded[offset] <= 0xBF:
-                return None  # inside a character
-            if not self._continuations:
-                self._continuations = encoded.translate(_CONTINUATIONS)
-            return offset - self._continuations.count(1, 0, offset)
-        byte_offset = offset * width
-        if byte_offset > len(encoded):
-            return None
-        try:
-            return len(encoded[:byte_offset].decode(encoding, "surrogatepass"))
-        except UnicodeDecodeError:
-            return None
-
-
-# 1 for a UTF-8 continuation byte, 0 for any other.
-_CONTINUATIONS = bytes(1 if 0x80 <= b <= 0xBF else 0 for b in range(256))
 _TextDelta = parts.TextDelta
 _Citation = parts.Citation
 _HANDLERS = {

@@ -9,20 +9,53 @@ from __future__ import annotations
 from conversations.parts import RangeUnit
 
 
-def _to_codepoints(text: str, offset: int, unit: RangeUnit) -> int | None:
-    """The code-point index at ``offset`` ``unit``s into ``text``, or None if it splits a char."""
-    if unit == "codepoint":
-        return offset
-    encoding = "utf-8" if unit == "utf8" else "utf-16-le"
-    width = 1 if unit == "utf8" else 2
-    encoded = text.encode(encoding, "surrogatepass")
-    byte_offset = offset * width
-    if byte_offset > len(encoded):
-        return None
-    try:
-        return len(encoded[:byte_offset].decode(encoding, "surrogatepass"))
-    except UnicodeDecodeError:
-        return None
+class Offsets:
+    """Code-point offsets into one text from offsets in another unit, with the text encoded
+    once (a block's citations share one ``Offsets``)."""
+
+    __slots__ = ("_continuations", "_encoded", "_text")
+
+    _ENCODINGS = {"utf8": ("utf-8", 1), "utf16": ("utf-16-le", 2)}
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._encoded: dict[str, bytes] = {}
+        self._continuations = b""
+
+    def codepoint(self, offset: int, unit: RangeUnit) -> int | None:
+        """The code-point index ``offset`` ``unit``s into the text; None where that splits a
+        character or lies beyond the end."""
+        if unit == "codepoint":
+            return offset
+        encoding, width = self._ENCODINGS[unit]
+        if self._text.isascii():  # one byte (UTF-8) or one code unit (UTF-16) per character
+            return offset if offset <= len(self._text) else None
+        encoded = self._encoded.get(encoding)
+        if encoded is None:
+            encoded = self._encoded[encoding] = self._text.encode(encoding, "surrogatepass")
+        if width == 1:
+            # UTF-8: a character is a lead byte and its continuation bytes (0x80-0xBF); the
+            # code points before a byte offset are the bytes before it less the continuations.
+            if offset > len(encoded):
+                return None
+            if offset < len(encoded) and 0x80 <= encoded[offset] <= 0xBF:
+                return None  # inside a character
+            if not self._continuations:
+                self._continuations = encoded.translate(_CONTINUATIONS)
+            return offset - self._continuations.count(1, 0, offset)
+        byte_offset = offset * width
+        if byte_offset > len(encoded):
+            return None
+        try:
+            return len(encoded[:byte_offset].decode(encoding, "surrogatepass"))
+        except UnicodeDecodeError:
+            return None
+
+
+# 1 for a UTF-8 continuation byte, 0 for any other.
+
+# 1 for a UTF-8 continuation byte, 0 for any other.
+_CONTINUATIONS = bytes(1 if 0x80 <= b <= 0xBF else 0 for b in range(256))
 
 
 def resolve(
@@ -31,15 +64,18 @@ def resolve(
     end: int | None,
     unit: RangeUnit = "codepoint",
     quote: str | None = None,
+    offsets: Offsets | None = None,
 ) -> tuple[int, int] | None:
-    """Return a verified code-point range into ``text``, or None (no usable range)."""
+    """Return a verified code-point range into ``text``, or None (no usable range).
+    ``offsets`` converts units for ``text`` (pass one to share it across a block's ranges)."""
     if start is None and end is None:
         return None
     start = 0 if start is None else start  # proto3 JSON drops zero-valued fields
     if end is None or start < 0 or end <= start:
         return _search(text, quote, 0)
-    cp_start = _to_codepoints(text, start, unit)
-    cp_end = _to_codepoints(text, end, unit)
+    offsets = offsets or Offsets(text)
+    cp_start = offsets.codepoint(start, unit)
+    cp_end = offsets.codepoint(end, unit)
     in_bounds = cp_start is not None and cp_end is not None and 0 <= cp_start < cp_end <= len(text)
     if in_bounds and (quote is None or text[cp_start:cp_end] == quote):
         return cp_start, cp_end
