@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import re
 
+from conversations import redaction
+
 _PROVIDER = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
-# Shapes of credentials that must never be persisted as a "model name".
-_SECRET_SHAPES = [
-    re.compile(r"(?i)\bbearer\s"),
-    re.compile(r"(?i)^(sk|rk|pk)-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"^sk-ant-"),
-    re.compile(r"^AIza[0-9A-Za-z_-]{20,}"),
-    re.compile(r"^(ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{20,}"),
-    re.compile(r"^xox[abprs]-"),
-    re.compile(r"^ya29\."),
-    re.compile(r"^eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # a JWT
-    re.compile(r"[A-Za-z0-9+=]{32,}"),  # a long unbroken key-like run (model names have separators)
-]
+# Beyond the credential shapes redaction knows: a model name has separators, a key does not.
+_KEY_LIKE_RUN = re.compile(r"[A-Za-z0-9+=]{32,}")
 
 
 class ProvenanceError(ValueError):
@@ -28,7 +20,7 @@ class ProvenanceError(ValueError):
 
 
 def looks_secret(value: str) -> bool:
-    return any(shape.search(value) for shape in _SECRET_SHAPES)
+    return redaction.looks_secret(value) or bool(_KEY_LIKE_RUN.search(value))
 
 
 def validate(role: str, provider: str, model: str) -> None:

@@ -156,16 +156,6 @@ def append_user_turn(conversation: Conversation, text: str) -> Turn:
     return turn
 
 
-def turn_events(turn: Turn) -> list[Event]:
-    return list(
-        turn.events.order_by("seq").select_related("payload").prefetch_related(
-            "attributions__replay"
-        )
-    )
-
-
-
-
 # -- whole turns ---------------------------------------------------------------------------------
 
 
