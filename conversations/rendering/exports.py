@@ -28,6 +28,7 @@ from .turn import (
     SourceItem,
     ToolCallItem,
     _event_id,
+    merge_run,
     render_turn,
 )
 
@@ -167,7 +168,8 @@ def markdown_export(doc: dict[str, Any]) -> str:
         events = {_event_id(e, i): e for i, e in enumerate(seq_order(turn.get("events")))}
         for item in rendered.items:
             if isinstance(item, MessageItem):
-                event = events.get(item.event_id, {})
+                run = [events[i] for i in item.event_ids or (item.event_id,) if i in events]
+                event = merge_run(run) if run else {}
                 text = event.get("text") if isinstance(event.get("text"), str) else ""
                 refs = []
                 for attribution in citation_order(event):

@@ -358,7 +358,7 @@ def run_key(event_ids: Sequence[str]) -> str:
     return event_ids[0] if len(event_ids) == 1 else f"{event_ids[0]}+{len(event_ids)}"
 
 
-def _merge_run(run: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_run(run: list[dict[str, Any]]) -> dict[str, Any]:
     """Consecutive message events as one markdown document.
 
     Providers split one answer into many text blocks (Anthropic sends each cited passage as
@@ -407,7 +407,7 @@ def _message_runs(events: list[dict[str, Any]]) -> list[list[dict[str, Any]] | d
 
 
 def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None) -> RenderedTurn:
-    """Render one turn. Consecutive message events render as one run (see ``_merge_run``).
+    """Render one turn. Consecutive message events render as one run (see ``merge_run``).
     ``cached_html`` maps a run's key (``run_key``) -> HTML produced earlier by the same
     ``RENDERER_VERSION`` for this turn; those runs are not rendered again."""
     if not isinstance(turn, dict):
@@ -427,7 +427,7 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
             ids = tuple(_event_id(e, position + i) for i, e in enumerate(entry))
             position += len(entry)
             key = run_key(ids)
-            merged = _merge_run(entry)
+            merged = merge_run(entry)
             if cached_html is not None and isinstance(cached_html.get(key), str):
                 rendered = SanitizedHTML(cached_html[key])
             else:

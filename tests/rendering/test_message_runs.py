@@ -49,3 +49,22 @@ def test_runs_break_at_other_events_and_are_keyed_by_first_event_and_length():
     cached = render_turn(turn(event(1, "One "), event(2, "two."), activity, event(4, "Three.")),
                          cached_html={"e1+2": "<p>cached</p>"})
     assert cached.fresh_html.keys() == {"e4"} and cached.html["e1+2"] == "<p>cached</p>"
+
+
+def test_markdown_export_keeps_every_block_of_a_run():
+    from conversations.rendering import render_html_export, render_markdown_export
+
+    doc = {"format": "turnscope.conversation", "version": 1, "projection": "portable",
+           "conversation": {"id": "c1", "title": "t", "created_at": None, "forked_from": None},
+           "turns": [turn(
+               event(1, "Highlights:\n\n- "),
+               event(2, "Tides are caused by the Moon.", "https://a.example/"),
+               event(3, "\n- "),
+               event(4, "The Sun adds a smaller pull.", "https://b.example/"),
+           )]}
+    markdown = render_markdown_export(doc)
+    expected = ("Highlights:", "- Tides are caused by the Moon.[^", "The Sun adds a smaller pull.")
+    for text in expected:
+        assert text in markdown
+    html = render_html_export(doc)
+    assert "Tides are caused by the Moon." in html and "The Sun adds a smaller pull." in html
