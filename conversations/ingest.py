@@ -128,7 +128,9 @@ def ingest(
 
 def _title(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:
     source = prompt or next((r.text for r in records if r.kind == "message" and r.text), "")
-    first_line = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    # The first line of text, without the markdown that opens it ("### ", "> ", "- ", "**").
+    first_line = next((line.strip().lstrip("#>*-_ ").rstrip("*_ ") for line in
+                       source.splitlines() if line.strip().lstrip("#>*-_ ")), "")
     if first_line:
         return first_line[:117] + "…" if len(first_line) > 120 else first_line
     return " · ".join(x for x in (builder.provider, builder.model) if x) or "Untitled"
