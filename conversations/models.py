@@ -207,10 +207,13 @@ class ProviderPayload(AppendOnlyModel):
 
 class Event(AppendOnlyModel):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No single-column indexes on these two: (conversation, seq) and (turn, seq) cover them,
+    # and every index is one more B-tree each appended event writes.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="events"
+        Conversation, on_delete=models.PROTECT, related_name="events", db_index=False
     )
-    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="events")
+    turn = models.ForeignKey(Turn, on_delete=models.PROTECT, related_name="events",
+                             db_index=False)
     seq = models.PositiveBigIntegerField()
     kind = models.CharField(max_length=32)
     text = models.TextField(blank=True)
