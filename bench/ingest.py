@@ -44,7 +44,7 @@ def load_responses() -> list[tuple[str, ResponseFile, list[bytes]]]:
     for provider in ("anthropic", "openai", "google"):
         for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
             for i, rec in enumerate(recorded(provider, path.name)):
-                context = providers.WireContext(rec.api_version, rec.request, rec.url or None)
+                context = rec.context
                 wire = read(rec.raw)
                 # The floor parses each event's JSON text once (a body is one document).
                 lines = [rec.raw] if wire.kind == "body" else [

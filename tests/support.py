@@ -38,6 +38,13 @@ class Recorded:
     api_version: str | None = None
     url: str = ""
 
+    @property
+    def context(self) -> Any:
+        """What the recording knows besides the response, as an adapter takes it."""
+        import providers
+
+        return providers.WireContext(self.api_version, self.request, self.url or None)
+
 
 def cassette_responses(path: Path) -> list[Recorded]:
     """The responses of a VCR cassette, as raw wire bytes (SSE text or a JSON body)."""

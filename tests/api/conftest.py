@@ -143,16 +143,13 @@ def fixture_turns() -> list[tuple[str, str, list[str]]]:
 def response_files(provider: str, names: list[str]) -> list[list]:
     """The turns of these files, each a list of ResponseFiles (cassettes may hold several
     independent requests: one turn each; a continuation file extends the previous turn)."""
-    import providers
     from conversations.ingest import ResponseFile
     from tests.support import recorded
 
     turns: list[list] = []
     for n, name in enumerate(names):
         for i, rec in enumerate(recorded(provider, name)):
-            context = providers.WireContext(api_version=rec.api_version, request=rec.request,
-                                            endpoint=rec.url or None)
-            response = ResponseFile(f"{name}#{i}", rec.raw, context)
+            response = ResponseFile(f"{name}#{i}", rec.raw, rec.context)
             if n > 0 and i == 0:
                 turns[-1].append(response)
             else:

@@ -9,7 +9,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-import providers
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Attribution, Event, Turn
 from tests.support import PROVIDER_FIXTURES, recorded
@@ -33,10 +32,7 @@ def files_for(provider: str, names: list[str]) -> list[ResponseFile]:
     out = []
     for name in names:
         for i, rec in enumerate(recorded(provider, name)):
-            context = providers.WireContext(
-                api_version=rec.api_version, request=rec.request, endpoint=rec.url or None
-            )
-            out.append(ResponseFile(f"{name}#{i}", rec.raw, context))
+            out.append(ResponseFile(f"{name}#{i}", rec.raw, rec.context))
     return out
 
 

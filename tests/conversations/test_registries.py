@@ -73,8 +73,7 @@ def _inputs() -> list[tuple[str, bytes, providers.WireContext]]:
         for provider in ("anthropic", "openai", "google"):
             for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
                 for rec in recorded(provider, path.name):
-                    out.append((provider, rec.raw, providers.WireContext(
-                        rec.api_version, rec.request, rec.url or None)))
+                    out.append((provider, rec.raw, rec.context))
     return out
 
 

@@ -61,15 +61,7 @@ def responses(name: str) -> list[list[Part]]:
     """Parts of every response in a fixture file (parsed once per test session)."""
     if name not in _CACHE:
         _CACHE[name] = [
-            list(
-                providers.parse(
-                    "anthropic",
-                    rec.raw,
-                    WireContext(
-                        api_version=rec.api_version, request=rec.request, endpoint=rec.url or None
-                    ),
-                )
-            )
+            list(providers.parse("anthropic", rec.raw, rec.context))
             for rec in recorded("anthropic", name)
         ]
     return _CACHE[name]

@@ -43,10 +43,7 @@ GEMINI_URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5
 
 
 def parse_recorded(rec: Recorded) -> list[Part]:
-    context = WireContext(
-        api_version=rec.api_version, request=rec.request, endpoint=rec.url or None
-    )
-    return list(providers.parse("google", rec.raw, context))
+    return list(providers.parse("google", rec.raw, rec.context))
 
 
 def parse_raw(raw: bytes | str, endpoint: str | None = GEMINI_URL) -> list[Part]:

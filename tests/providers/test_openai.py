@@ -54,15 +54,7 @@ ALL_FILES = [
 def parse_recorded(name: str) -> list[list[Any]]:
     """The parts of every response a fixture file holds."""
     return [
-        list(
-            providers.parse(
-                "openai",
-                rec.raw,
-                WireContext(
-                    api_version=rec.api_version, request=rec.request, endpoint=rec.url or None
-                ),
-            )
-        )
+        list(providers.parse("openai", rec.raw, rec.context))
         for rec in recorded("openai", name)
     ]
 
