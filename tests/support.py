@@ -46,6 +46,17 @@ class Recorded:
         return providers.WireContext(self.api_version, self.request, self.url or None)
 
 
+def part_payloads(parts: list[Any]) -> list[Any]:
+    """Every native payload the stream parts carry (block payloads and citation replays)."""
+    found = []
+    for part in parts:
+        for name in ("payload", "replay"):
+            value = getattr(part, name, None)
+            if value is not None:
+                found.append(value)
+    return found
+
+
 def cassette_responses(path: Path) -> list[Recorded]:
     """The responses of a VCR cassette, as raw wire bytes (SSE text or a JSON body)."""
     import yaml

@@ -25,7 +25,7 @@ from conversations.parts import (
 from conversations.registries import ACTIVITY_NAMES, END_REASONS
 from providers import WireContext, anthropic
 from providers.wire import MalformedInput
-from tests.support import recorded
+from tests.support import part_payloads, recorded
 
 WEB_SEARCH_STREAM = "vercel-ai__anthropic-web-search-tool.1.chunks.txt"
 WEB_SEARCH_BODY = "vercel-ai__anthropic-web-search-tool.1.json"
@@ -154,16 +154,6 @@ def message(content: list[dict[str, Any]], stop: str = "end_turn", **extra: Any)
 # Invariants every recorded response satisfies
 
 
-def _all_payloads(parts: list[Part]) -> list[Any]:
-    out = []
-    for p in parts:
-        for attr in ("payload", "replay"):
-            value = getattr(p, attr, None)
-            if value is not None:
-                out.append(value)
-    return out
-
-
 @pytest.mark.parametrize("name", ALL_FILES)
 def test_every_fixture_keeps_the_part_protocol(name: str) -> None:
     for parts in responses(name):
@@ -195,7 +185,7 @@ def test_every_fixture_keeps_the_part_protocol(name: str) -> None:
             assert activity.payload is not None
         for call in of(parts, ToolCall):  # a hosted call is never a client tool call
             assert not call.call_id.startswith("srvtoolu_")
-        for payload in _all_payloads(parts):
+        for payload in part_payloads(parts):
             assert payload.provider == "anthropic"
             assert payload.version.startswith("2023-06-01")
             orjson.dumps(payload.as_dict())  # JSON-serializable

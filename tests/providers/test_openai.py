@@ -16,7 +16,6 @@ from conversations.parts import (
     BlockEnd,
     BlockStart,
     Citation,
-    Payload,
     ResponseEnd,
     ResponseStart,
     StreamError,
@@ -28,7 +27,7 @@ from conversations.registries import ACTIVITY_NAMES, END_REASONS
 from providers import WireContext
 from providers import openai as adapter
 from providers.wire import MalformedInput
-from tests.support import recorded
+from tests.support import part_payloads, recorded
 
 WEB_SEARCH_STREAM = "vercel-ai__openai-web-search-tool.1.chunks.txt"
 WEB_SEARCH_BODY = "vercel-ai__openai-web-search-tool.1.json"
@@ -87,16 +86,6 @@ def activities(parts: list[Any]) -> dict[str, list[Activity]]:
 def cited(parts: list[Any], citation: Citation) -> str:
     assert citation.start is not None and citation.end is not None
     return texts(parts)[citation.key][citation.start : citation.end]
-
-
-def payloads(parts: list[Any]) -> list[Payload]:
-    found = []
-    for part in parts:
-        for name in ("payload", "replay"):
-            value = getattr(part, name, None)
-            if value is not None:
-                found.append(value)
-    return found
 
 
 RESPONSE = {
@@ -194,7 +183,7 @@ def test_every_fixture_is_well_formed(name: str) -> None:
                 open_keys.remove(part.key)
                 assert part.payload is not None
         assert not open_keys
-        for payload in payloads(parts):
+        for payload in part_payloads(parts):
             assert payload.provider == "openai"
             assert payload.version.startswith("v1")
             orjson.dumps(payload.as_dict())  # JSON-serializable
