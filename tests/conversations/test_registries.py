@@ -13,7 +13,9 @@ from conversations import parts
 from conversations.builder import EventBuilder
 from conversations.ingest import ResponseFile, assemble
 from conversations.registries import ALL, END_REASONS, Registry
-from tests.support import PROVIDER_FIXTURES, recorded
+from tests.support import PROVIDER_FIXTURES, REPO, recorded
+
+SAMPLES = REPO / "live" / "samples"
 
 
 def _anthropic(stop_reason: str, content: list | None = None) -> bytes:
@@ -57,6 +59,36 @@ SYNTHETIC = [
     ("openai", _openai(output=[{"type": "code_interpreter_call", "id": "ci_1",
                                 "status": "completed", "code": "1+1", "container_id": "c",
                                 "outputs": []}])),
+    ("anthropic", _anthropic("end_turn", [
+        {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "q"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": []},
+        {"type": "server_tool_use", "id": "srv_2", "name": "web_fetch",
+         "input": {"url": "https://example.org/"}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "srv_2",
+         "content": {"type": "web_fetch_tool_result_error", "error_code": "unavailable"}},
+        {"type": "server_tool_use", "id": "srv_3", "name": "code_execution",
+         "input": {"code": "1"}},
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "mystery_block"},
+    ])),
+    ("anthropic", _anthropic("tool_use", [
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {}}])),
+    ("anthropic", _anthropic("pause_turn")),
+    ("openai", _openai(output=[
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "q"}},
+        {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["q"],
+         "results": None},
+    ])),
+    ("openai", b'{"type":"response.created","response":{"id":"resp_x","object":"response",'
+               b'"model":"gpt-x","status":"in_progress","output":[]}}\n'
+               b'{"type":"error","code":"insufficient_quota","message":"no","param":null}\n'),
+    ("google", orjson.dumps({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "x"}]},
+                        "finishReason": "STOP",
+                        "groundingMetadata": {"webSearchQueries": ["q"], "groundingChunks": [
+                            {"web": {"uri": "https://example.org/", "title": "e"}}]}}],
+        "modelVersion": "gemini-x", "responseId": "r2"})),
     ("google", _google("MAX_TOKENS")),
     ("google", _google("SAFETY")),
     ("google", _google("OTHER")),
@@ -68,7 +100,12 @@ SYNTHETIC = [
 
 
 def _inputs() -> list[tuple[str, bytes, providers.WireContext]]:
+    """Hand-written responses and the bundled samples (so the test holds without ../shared),
+    plus every recorded fixture where ../shared is present."""
     out = [(p, raw, providers.WireContext()) for p, raw in SYNTHETIC]
+    for path in sorted(SAMPLES.glob("*.sse")):
+        out.append((path.name.split("-")[0].replace("gemini", "google"), path.read_bytes(),
+                    providers.WireContext()))
     if PROVIDER_FIXTURES.exists():
         for provider in ("anthropic", "openai", "google"):
             for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
