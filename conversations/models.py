@@ -157,7 +157,9 @@ class Turn(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.validate_invariants()
-        if not self._state.adding:
+        update_fields = kwargs.get("update_fields")
+        touches_provenance = update_fields is None or {"provider", "model"} & set(update_fields)
+        if not self._state.adding and touches_provenance:
             stored = (
                 Turn.objects.filter(pk=self.pk).values_list("provider", "model").first()
             )

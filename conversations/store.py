@@ -52,14 +52,20 @@ def start_turn(
     provider: str = "",
     model: str = "",
 ) -> Turn:
+    """Open the next turn of ``conversation`` (numbered under its row lock)."""
+    spec = NewTurn(role, (), status=status, agent_id=agent_id, provider=provider, model=model)
+    return record_turns([spec], conversation=conversation)[1][0]
+
+
+def _start_turn_orm(conversation: Conversation, spec: NewTurn) -> Turn:
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
         index = locked.turns.count()
         turn = Turn(
-            conversation=locked, index=index, role=role, status=status,
-            agent_id=agent_id or (Turn.default_agent_id(provider, model) if role == "agent"
-                                  else ""),
-            provider=provider, model=model,
+            conversation=locked, index=index, role=spec.role, status=spec.status,
+            agent_id=spec.agent_id or (Turn.default_agent_id(spec.provider, spec.model)
+                                       if spec.role == "agent" else ""),
+            provider=spec.provider, model=spec.model,
         )
         turn.save()
         Conversation.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
@@ -102,10 +108,28 @@ def payload_json(value: Any) -> str:
 
 
 def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
-    """Append events to ``turn`` with the next per-conversation seqs, atomically."""
+    """Append events to ``turn`` with the next per-conversation seqs, atomically; returns them
+    (as written, in seq order)."""
     records = list(records)
     if not records:
         return []
+    using = router.db_for_write(Event)
+    connection = connections[using]
+    tables = _Tables.of(connection)
+    if tables is None:
+        return _append_events_orm(turn, records)
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        first_seq = tables.lock(cursor, turn.conversation_id)[1]
+        now = timezone.now()
+        stamp = connection.ops.adapt_datetimefield_value(now)
+        rows = _Rows(tables, turn.conversation_id, now, stamp)
+        seq = rows.events(turn.pk, first_seq, records)
+        tables.bump(cursor, turn.conversation_id, seq, stamp)
+        rows.write(cursor)
+    return rows.written(turn, using)
+
+
+def _append_events_orm(turn: Turn, records: list[EventRecord]) -> list[Event]:
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=turn.conversation_id)
         first_seq = conversation.next_seq
@@ -151,9 +175,9 @@ def _payload_row(
 
 
 def append_user_turn(conversation: Conversation, text: str) -> Turn:
-    turn = start_turn(conversation, Turn.Role.USER)
-    append_events(turn, [EventRecord("message", text=storable(text))])
-    return turn
+    """A user turn holding one message, in one transaction."""
+    spec = NewTurn(Turn.Role.USER, [EventRecord("message", text=storable(text))])
+    return record_turns([spec], conversation=conversation)[1][0]
 
 
 # -- whole turns ---------------------------------------------------------------------------------
@@ -210,7 +234,7 @@ def record_turns(
         else:
             index, first_seq = tables.lock(cursor, conversation.pk)
             new = False
-        rows = _Rows(tables, conversation.pk, stamp)
+        rows = _Rows(tables, conversation.pk, now, stamp)
         made: list[Turn] = []
         seq = first_seq
         for offset, spec in enumerate(turns):
@@ -266,11 +290,8 @@ def _record_turns_orm(
             conversation = create_conversation(title=title, owner=owner)
         made = []
         for spec in turns:
-            turn = start_turn(
-                conversation, spec.role, status=spec.status, agent_id=spec.agent_id,
-                provider=spec.provider, model=spec.model,
-            )
-            append_events(turn, spec.records)
+            turn = _start_turn_orm(conversation, spec)
+            _append_events_orm(turn, list(spec.records))
             if spec.finished:
                 finish_turn(turn, status=spec.status, end_reason=spec.end_reason,
                             responses=spec.responses)
@@ -293,8 +314,9 @@ def _payload_values(payload: Payload) -> tuple[str, int, str]:
 class _Rows:
     """The rows of one ``record_turns`` call, as parameter tuples in ``_Tables`` column order."""
 
-    def __init__(self, tables: _Tables, conversation_id: Any, stamp: Any) -> None:
+    def __init__(self, tables: _Tables, conversation_id: Any, now: Any, stamp: Any) -> None:
         self.tables = tables
+        self.now = now
         self.native = tables.native_uuid
         self.conversation = tables.uuid(conversation_id)
         self.stamp = stamp
@@ -303,6 +325,7 @@ class _Rows:
         self.event_rows: list[tuple[Any, ...]] = []
         self.attributions: list[tuple[Any, ...]] = []
         self.domains: dict[str, str] = {}
+        self.by_turn: dict[Any, list[tuple[Any, ...]]] = {}  # turn id -> its event rows
 
     def ids(self, count: int) -> list[Any]:
         """``count`` fresh random (version 4) UUIDs, as the database takes them (one read of
@@ -336,6 +359,7 @@ class _Rows:
     def events(self, turn_id: Any, seq: int, records: Sequence[EventRecord]) -> int:
         """Rows for ``records`` numbered from ``seq``; returns the next seq."""
         turn_id = self.tables.uuid(turn_id)
+        mine = self.by_turn.setdefault(turn_id, [])
         needed = len(records) * 2 + sum(len(r.attributions) for r in records)
         ids = iter(self.ids(needed))
         check = EVENT_KINDS.check
@@ -343,11 +367,13 @@ class _Rows:
         for record in records:
             check(record.kind)  # what Event.save() checks
             event_id = next(ids)
-            self.event_rows.append((
+            row = (
                 event_id, self.conversation, turn_id, seq, record.kind, record.text,
                 record.incomplete, dumps(record.body), record.activity_id,
                 self._payload(record.payload, next(ids)), self.stamp,
-            ))
+            )
+            self.event_rows.append(row)
+            mine.append(row)
             seq += 1
             for ordinal, a in enumerate(record.attributions):
                 domain = domains.get(a.url)
@@ -360,6 +386,22 @@ class _Rows:
                 ))
         return seq
 
+    def written(self, turn: Turn, using: str) -> list[Event]:
+        """``turn``'s events as written by this call, in seq order."""
+        events = []
+        for row in self.by_turn.get(self.tables.uuid(turn.pk), ()):
+            event = _instance(Event, {
+                "id": _as_uuid(row[0]), "conversation_id": turn.conversation_id,
+                "turn_id": turn.pk, "seq": row[3], "kind": row[4], "text": row[5],
+                "incomplete": row[6], "body": row[7], "activity_id": row[8],
+                "payload_id": None if row[9] is None else _as_uuid(row[9]),
+                "created_at": self.now,
+            })
+            event._state.adding = False
+            event._state.db = using
+            events.append(event)
+        return events
+
     def write(self, cursor: Any) -> None:
         tables = self.tables
         for sql, rows in (
@@ -370,6 +412,10 @@ class _Rows:
         ):
             if rows:
                 cursor.executemany(sql, rows)
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
 # uuid4: version 4 in bits 76-79, the RFC 4122 variant in bits 62-63 (as uuid.UUID(version=4)).

@@ -74,7 +74,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
         demo_hooks.viewer_joined(conversation_id)
         # Joined first, then the snapshot: anything committed after it arrives as messages.
-        snapshot = await database_sync_to_async(state.conversation_state)(self.conversation)
+        snapshot = await state.shared_conversation_state(self.conversation)
         snapshot["type"] = "hello"
         await self.send(text_data=protocol.dumps(snapshot))
 
@@ -106,9 +106,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if message["type"] == "ping":
             await self.send(text_data=protocol.dumps({"type": "pong", "ts": protocol.now_ts()}))
         else:
-            snapshot = await database_sync_to_async(state.conversation_state)(
-                self.conversation, message["after"]
-            )
+            snapshot = await state.shared_conversation_state(self.conversation, message["after"])
             await self.send(text_data=protocol.dumps(snapshot))
 
     def _within_rate(self) -> bool:

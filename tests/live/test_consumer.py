@@ -293,3 +293,39 @@ def test_hub_reads_each_group_once_per_process(owner):
         return a.got, b.got
 
     assert async_to_sync(go)() == (["x"], ["x", "y"])
+
+
+def test_viewers_connecting_together_share_one_state_read(owner, monkeypatch):
+    """Requests made before a read began share it; a request made after it began (it may
+    have joined too late for that read) gets a read of its own. Each gets its own copy."""
+    import threading
+
+    conversation = store.create_conversation(owner=owner)
+    store.append_user_turn(conversation, "hi")
+    reads, began, release = [], threading.Event(), threading.Event()
+    real = state.conversation_state
+
+    def counted(c, after=0):
+        reads.append(after)
+        began.set()
+        release.wait(5)
+        return real(c, after)
+
+    monkeypatch.setattr(state, "conversation_state", counted)
+
+    async def go():
+        first = [asyncio.ensure_future(state.shared_conversation_state(conversation, after))
+                 for after in (0, 0, 1)]
+        await asyncio.get_running_loop().run_in_executor(None, began.wait, 5)
+        late = asyncio.ensure_future(state.shared_conversation_state(conversation))
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.gather(*first), await late
+
+    (a, b, c), late = async_to_sync(go)()
+    assert len(reads) == 2  # the three early requests shared one read; the late one its own
+    assert a == b == late and a is not b
+    assert [t["changed"] for t in a["turns"]] == [True]
+    assert [t["changed"] for t in c["turns"]] == [False]  # its own "after"
+    a["turns"].append("mutated")
+    assert len(b["turns"]) == 1
