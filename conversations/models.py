@@ -8,7 +8,6 @@ a new event. Turns and conversations carry mutable bookkeeping (status, title, n
 from __future__ import annotations
 
 import hashlib
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +17,7 @@ from django.db import models
 from django.utils import timezone
 
 from conversations import provenance
+from conversations.ids import uuid7
 from conversations.registries import END_REASONS, EVENT_KINDS
 
 
@@ -70,7 +70,7 @@ class ConversationQuerySet(models.QuerySet):
 
 
 class Conversation(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="conversations",
@@ -106,7 +106,7 @@ class Turn(models.Model):
         INTERRUPTED = "interrupted"
         FAILED = "failed"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="turns")
     index = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
@@ -171,7 +171,7 @@ class Turn(models.Model):
 class ProviderPayload(AppendOnlyModel):
     """A native provider artifact, kept verbatim (as JSON text) for exact replay. Untrusted."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     provider = models.CharField(max_length=64, db_index=True)
     format = models.CharField(max_length=100, db_index=True)
     version = models.CharField(max_length=200, db_index=True)
@@ -208,7 +208,7 @@ class ProviderPayload(AppendOnlyModel):
 
 
 class Event(AppendOnlyModel):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     # No single-column indexes on these two: (conversation, seq) and (turn, seq) cover them,
     # and every index is one more B-tree each appended event writes.
     conversation = models.ForeignKey(

@@ -20,6 +20,7 @@ from django.db.models import Prefetch, QuerySet
 
 from conversations import provenance
 from conversations.builder import storable
+from conversations.ids import uuid7
 from conversations.models import (
     Attribution,
     Conversation,
@@ -220,7 +221,7 @@ def import_document(doc: Any, *, owner: Any = None) -> Conversation:
         fresh = _ids_taken(doc)
 
         def new_id(value: str, where: str) -> uuid.UUID:
-            return uuid.uuid4() if fresh else _uuid(value, where)
+            return uuid7() if fresh else _uuid(value, where)
 
         meta = doc["conversation"]
         forked_from = None

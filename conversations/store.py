@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from conversations.builder import EventRecord, storable
+from conversations.ids import uuid7, uuid7_ints
 from conversations.models import (
     Attribution,
     Conversation,
@@ -224,7 +224,7 @@ def record_turns(
         stamp = connection.ops.adapt_datetimefield_value(now)
         if conversation is None:
             conversation = _instance(Conversation, {
-                "id": uuid.uuid4(), "owner_id": None, "title": storable(title)[:300],
+                "id": uuid7(), "owner_id": None, "title": storable(title)[:300],
                 "created_at": now, "updated_at": now, "forked_from_id": None,
                 "forked_at_turn": None, "next_seq": 1,
             })
@@ -239,7 +239,7 @@ def record_turns(
         seq = first_seq
         for offset, spec in enumerate(turns):
             turn = _instance(Turn, {
-                "id": uuid.uuid4(), "conversation_id": conversation.pk, "index": index + offset,
+                "id": uuid7(), "conversation_id": conversation.pk, "index": index + offset,
                 "role": spec.role, "status": spec.status, "end_reason": spec.end_reason,
                 "agent_id": spec.agent_id or (
                     Turn.default_agent_id(spec.provider, spec.model)
@@ -328,16 +328,10 @@ class _Rows:
         self.by_turn: dict[Any, list[tuple[Any, ...]]] = {}  # turn id -> its event rows
 
     def ids(self, count: int) -> list[Any]:
-        """``count`` fresh random (version 4) UUIDs, as the database takes them (one read of
-        os.urandom for all of them: uuid.uuid4() reads it once per id)."""
-        native = self.native
-        raw = os.urandom(16 * count)
-        out = []
-        for at in range(0, 16 * count, 16):
-            value = int.from_bytes(raw[at : at + 16], "big")
-            value = (value & _UUID4_CLEAR) | _UUID4_SET
-            out.append(uuid.UUID(int=value) if native else f"{value:032x}")
-        return out
+        """``count`` fresh ids (see ``conversations.ids``), as the database takes them."""
+        if self.native:
+            return [uuid.UUID(int=value) for value in uuid7_ints(count)]
+        return [f"{value:032x}" for value in uuid7_ints(count)]
 
     def turn(self, turn: Turn) -> None:
         self.turns.append((
@@ -417,10 +411,6 @@ class _Rows:
 def _as_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
-
-# uuid4: version 4 in bits 76-79, the RFC 4122 variant in bits 62-63 (as uuid.UUID(version=4)).
-_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET = (4 << 76) | (0x8000 << 48)
 
 _COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Conversation: ("id", "owner_id", "title", "created_at", "updated_at", "forked_from_id",
