@@ -164,19 +164,22 @@ class EventBuilder:
         return [self._block_event(block, part.payload or block.payload, incomplete=False)]
 
     def _activity(self, part: parts.Activity) -> list[EventRecord]:
-        if part.state not in ACTIVITY_STATES:
-            raise ValueError(f"unknown hosted activity state {part.state!r}")
-        known = self._activities.get(part.activity_id)
-        name = part.name or (known or {}).get("name", "")
+        activity_id, name, state, activity_input = (
+            part.activity_id, part.name, part.state, part.input
+        )
+        if state not in ACTIVITY_STATES:
+            raise ValueError(f"unknown hosted activity state {state!r}")
+        if not name or not activity_input:
+            # A later transition may leave out what the activity's start said.
+            known = self._activities.get(activity_id) or {}
+            name = name or known.get("name", "")
+            activity_input = activity_input or known.get("input", {})
         ACTIVITY_NAMES.check(name)
-        activity_input = part.input or (known or {}).get("input", {})
-        self._activities[part.activity_id] = {
-            "name": name, "state": part.state, "input": activity_input,
-        }
+        self._activities[activity_id] = {"name": name, "state": state, "input": activity_input}
         activity = {
-            "id": part.activity_id,
+            "id": activity_id,
             "name": name,
-            "state": part.state,
+            "state": state,
             "input": activity_input,
             "summary": part.summary,
             "sources": [dict(source) for source in part.sources],
@@ -184,7 +187,7 @@ class EventBuilder:
         }
         # Positional: EventRecord(kind, text, incomplete, body, attributions, payload, activity_id)
         return [EventRecord("hosted_activity", "", False, {"activity": activity}, [],
-                            part.payload, part.activity_id)]
+                            part.payload, activity_id)]
 
     def _tool_call(self, part: parts.ToolCall) -> list[EventRecord]:
         call = {"id": part.call_id, "name": part.name, "arguments": part.arguments}
@@ -242,35 +245,43 @@ class EventBuilder:
     def _block_event(
         self, block: _Block, payload: parts.Payload | None, *, incomplete: bool
     ) -> EventRecord:
-        text = block.text
+        text = "".join(block.chunks)
+        clean = storable(text)
+        # Positional: EventRecord(kind, text, incomplete, body, attributions, payload)
         if block.kind == "reasoning":
-            body = {"redacted": block.redacted}
-            text = "" if block.redacted else storable(text)
-            return EventRecord("reasoning", text, incomplete, body, [], payload)
-        offsets = ranges.Offsets(text) if block.citations else None
-        attributions = [self._attribution(text, c, incomplete, offsets) for c in block.citations]
-        return EventRecord("message", storable(text), incomplete, {}, attributions, payload)
-
-    @staticmethod
-    def _attribution(
-        text: str, citation: parts.Citation, incomplete: bool,
-        offsets: ranges.Offsets | None = None,
-    ) -> AttributionRecord:
-        # One Offsets per block: its text is encoded once for all of the block's ranges.
-        span = ranges.resolve(text, citation.start, citation.end, citation.unit, citation.quote,
-                              offsets)
-        if span is None and citation.start is not None:
-            log.debug("dropped an attribution range that does not match the text")
-        # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
-        return AttributionRecord(
-            storable(citation.url),
-            storable(citation.title),
-            storable(citation.excerpt),
-            span[0] if span else None,
-            span[1] if span else None,
-            incomplete,
-            citation.replay,
-        )
+            redacted = block.redacted
+            return EventRecord(
+                "reasoning", "" if redacted else clean, incomplete, {"redacted": redacted}, [],
+                payload,
+            )
+        citations = block.citations
+        if not citations:
+            return EventRecord("message", clean, incomplete, {}, [], payload)
+        # One Offsets per block: its text is encoded once for all of the block's ranges (made
+        # only when a citation has a range; most have none).
+        offsets: ranges.Offsets | None = None
+        attributions = []
+        append = attributions.append
+        for citation in citations:
+            start, end = citation.start, citation.end
+            if start is None and end is None:
+                span = _NO_SPAN  # no range: the whole block is the cited span
+            else:
+                if offsets is None:
+                    offsets = ranges.Offsets(text)
+                span = ranges.resolve(text, start, end, citation.unit, citation.quote, offsets)
+                if span is None:
+                    span = _NO_SPAN
+                    if start is not None:
+                        log.debug("dropped an attribution range that does not match the text")
+            url, title, excerpt = citation.url, citation.title, citation.excerpt
+            if "\x00" in url or "\x00" in title or "\x00" in excerpt:
+                url, title, excerpt = storable(url), storable(title), storable(excerpt)
+            # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
+            append(AttributionRecord(
+                url, title, excerpt, span[0], span[1], incomplete, citation.replay
+            ))
+        return EventRecord("message", clean, incomplete, {}, attributions, payload)
 
 
 def storable(text: str) -> str:
@@ -279,6 +290,7 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
+_NO_SPAN = (None, None)
 _TextDelta = parts.TextDelta
 _Citation = parts.Citation
 _HANDLERS = {

@@ -37,13 +37,21 @@ class WireContext:
     endpoint: str | None = None
 
 
+_loaded: dict[str, ModuleType] = {}  # provider -> its imported adapter module
+
+
 def adapter(provider: str) -> ModuleType:
+    module = _loaded.get(provider)
+    if module is not None:
+        return module  # import_module costs more than the parse of a short response
     try:
-        return importlib.import_module(ADAPTERS[provider])
+        name = ADAPTERS[provider]
     except KeyError:
         raise ValueError(
             f"unknown provider {provider!r} (expected one of {', '.join(sorted(ADAPTERS))})"
         ) from None
+    module = _loaded[provider] = importlib.import_module(name)
+    return module
 
 
 def parse(provider: str, raw: bytes | str, context: WireContext | None = None) -> Iterator[Part]:

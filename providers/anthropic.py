@@ -173,10 +173,9 @@ class _Versions:
         return cls(context.api_version or DEFAULT_API_VERSION, tools)
 
     def payload(self, fmt: str, value: Any, tool: str | None = None) -> Payload:
-        version = self.api
         if tool and tool in self.tools:
-            version = f"{version}+{self.tools[tool]}"
-        return Payload(provider=PROVIDER, format=fmt, version=version, value=value)
+            return Payload(PROVIDER, fmt, f"{self.api}+{self.tools[tool]}", value)
+        return Payload(PROVIDER, fmt, self.api, value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,12 +200,10 @@ def _citation(key: str, cite: Any, versions: _Versions, line: int) -> Citation:
         url = _str(cite.get("url"))
         title = _str(cite.get("title")) or _str(cite.get("document_title"))
     tool = "web_search" if kind == "web_search_result_location" else None
+    # Positional: Citation(key, url, title, excerpt, start, end, unit, quote, replay)
     return Citation(
-        key=key,
-        url=url,
-        title=title,
-        excerpt=excerpt,
-        replay=versions.payload(CITATION, cite, tool),
+        key, url, title, excerpt, None, None, "codepoint", None,
+        versions.payload(CITATION, cite, tool),
     )
 
 
@@ -402,7 +399,8 @@ def _error(event: dict[str, Any], v: _Versions) -> Iterator[Part]:
 # Non-streaming bodies
 
 
-def _body(frame: Frame, v: _Versions) -> Iterator[Part]:
+def _body(frame: Frame, context: WireContext) -> Iterator[Part]:
+    v = _Versions.of(context)
     message = frame.data
     kind = message.get("type")
     if kind == "error":
@@ -456,8 +454,10 @@ _JSON_BLOCKS = ("tool_use", "server_tool_use")
 
 
 class _Stream:
-    def __init__(self, versions: _Versions) -> None:
-        self.v = versions
+    v: _Versions  # read from the context when the parse begins
+
+    def __init__(self, context: WireContext) -> None:
+        self.context = context
         self.started = False
         self.finished = False
         self.open: dict[int, _Open] = {}
@@ -465,6 +465,7 @@ class _Stream:
         self.stop: dict[str, Any] = {}
 
     def parse(self, rows: tuple[Row, ...]) -> Iterator[Part]:
+        self.v = _Versions.of(self.context)
         events = self.EVENTS
         blocks = self.open
         for line, event, _name in rows:
@@ -748,11 +749,11 @@ class _Stream:
 
 
 def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
-    versions = _Versions.of(context)
+    # The inner generator itself, not one wrapping it (every part would pass through both);
+    # the context is still read only once iteration begins.
     if wire.kind == "body" and not _is_stream_event(wire.rows[0]):
-        yield from _body(Frame(*wire.rows[0]), versions)
-    else:
-        yield from _Stream(versions).parse(wire.rows)
+        return _body(Frame(*wire.rows[0]), context)
+    return _Stream(context).parse(wire.rows)
 
 
 def _is_stream_event(row: tuple[Any, ...]) -> bool:
