@@ -102,12 +102,12 @@ class EventBuilder:
     def end_response(self) -> list[EventRecord]:
         """The input of the current response is exhausted. Without a ``ResponseEnd`` (or an
         error) the stream was cut: open blocks are committed as incomplete partial events."""
-        flushed = [self._partial(key) for key in list(self._blocks)]
+        flushed = self._partials()
         if not self._ended:
             self.outcome = TurnOutcome("interrupted", "interrupted")
             if self.responses:
                 self.responses[-1]["end_reason"] = "interrupted"
-        return [event for event in flushed if event is not None]
+        return flushed
 
     @property
     def open_activities(self) -> dict[str, str]:
@@ -145,8 +145,12 @@ class EventBuilder:
         return []
 
     def _block_start(self, part: parts.BlockStart) -> list[EventRecord]:
-        flushed = self._partial(part.key) if part.key in self._blocks else None
-        self._blocks[part.key] = _Block(part.kind, part.redacted, part.payload)
+        key, blocks = part.key, self._blocks
+        if key not in blocks:
+            blocks[key] = _Block(part.kind, part.redacted, part.payload)
+            return []
+        flushed = self._partial(key)  # the key opens again: commit what it had so far
+        blocks[key] = _Block(part.kind, part.redacted, part.payload)
         return [flushed] if flushed else []
 
     def _text_delta(self, part: parts.TextDelta) -> list[EventRecord]:
@@ -215,14 +219,14 @@ class EventBuilder:
         if self.responses:
             self.responses[-1]["end_reason"] = self.outcome.end_reason
         # A well-formed response closes every block; commit any the wire left open.
-        return [e for e in (self._partial(k) for k in list(self._blocks)) if e is not None]
+        return self._partials() if self._blocks else []
 
     def _stream_error(self, part: parts.StreamError) -> list[EventRecord]:
         self._ended = True
         self.outcome = TurnOutcome("failed", "error")
         if self.responses:
             self.responses[-1]["end_reason"] = "error"
-        flushed = [e for e in (self._partial(k) for k in list(self._blocks)) if e is not None]
+        flushed = self._partials()
         error = {"code": part.code, "message": part.message}
         return [*flushed, EventRecord("error", body={"error": error}, payload=part.payload)]
 
@@ -233,6 +237,11 @@ class EventBuilder:
             return self._blocks[key]
         except KeyError:
             raise ValueError(f"stream part for block {key!r} that was never started") from None
+
+    def _partials(self) -> list[EventRecord]:
+        """Commit every open block (see ``_partial``), in the order they opened."""
+        flushed = [self._partial(key) for key in list(self._blocks)]
+        return [event for event in flushed if event is not None]
 
     def _partial(self, key: str) -> EventRecord | None:
         """Commit an unfinished block: its text so far, its citations marked incomplete.

@@ -272,15 +272,8 @@ def _result_block(key: str, block: dict[str, Any], v: _Versions, line: int) -> I
         yield Activity(call_id, name, "failed", summary=code, error_code=code, payload=payload)
         return
     state, summary, sources, error_code = _SUMMARIZERS[name](content)
-    yield Activity(
-        activity_id=call_id,
-        name=name,
-        state=state,
-        summary=summary,
-        sources=sources,
-        error_code=error_code,
-        payload=payload,
-    )
+    # Positional: Activity(activity_id, name, state, input, summary, sources, error_code, payload)
+    yield Activity(call_id, name, state, {}, summary, sources, error_code, payload)
 
 
 _Summary = tuple[Any, str, tuple[dict[str, str], ...], str]  # state, summary, sources, error
@@ -290,9 +283,15 @@ def _search_summary(content: Any) -> _Summary:
     results = [r for r in content if isinstance(r, dict)] if isinstance(content, list) else []
     if not results:
         return "completed", "no results", (), ""  # an empty list: searched, matched nothing
-    sources = tuple(
-        {"url": _str(r.get("url")), "title": _str(r.get("title"))} for r in results if r.get("url")
-    )
+    # One comprehension with the string checks inline: a search returns many results.
+    sources = tuple([
+        {
+            "url": url if isinstance(url, str) else "",
+            "title": title if isinstance(title := r.get("title"), str) else "",
+        }
+        for r in results
+        if (url := r.get("url"))
+    ])
     return "completed", _count(len(results), "result"), sources, ""
 
 
@@ -466,6 +465,7 @@ class _Stream:
 
     def parse(self, rows: tuple[Row, ...]) -> Iterator[Part]:
         self.v = _Versions.of(self.context)
+        api = self.v.api  # the version of a block payload (no hosted tool of its own)
         events = self.EVENTS
         blocks = self.open
         for line, event, _name in rows:
@@ -531,7 +531,7 @@ class _Stream:
                         value = self._text_value(state)
                     else:
                         value = self._thinking_value(state)
-                    yield BlockEnd(state.key, self.v.payload(BLOCK, value))
+                    yield BlockEnd(state.key, Payload(PROVIDER, BLOCK, api, value))
                     continue
             elif not isinstance(kind, str):
                 raise MalformedInput(
