@@ -415,16 +415,21 @@ class _Responses:
 
     # -- response lifecycle ----------------------------------------------------------------
 
-    def _begin(self, response: dict[str, Any]) -> Iterator[Part]:
+    # Helpers that make at most a part or two return a tuple, not a generator: they run for
+    # most events, and a tuple is cheaper to make and to ``yield from``.
+
+    def _begin(self, response: dict[str, Any]) -> tuple[Part, ...]:
         if self.started:
-            return
+            return ()
         self.started = True
         if "tools" in response:
             self.version = _tool_version(response.get("tools"))
-        yield ResponseStart(
-            provider=_str(response.get("provider")) or PROVIDER,
-            model=_str(response.get("model")),
-            response_id=_str(response.get("id")),
+        return (
+            ResponseStart(
+                provider=_str(response.get("provider")) or PROVIDER,
+                model=_str(response.get("model")),
+                response_id=_str(response.get("id")),
+            ),
         )
 
     def _on_created(self, data: dict[str, Any], line: int) -> Iterator[Part]:
@@ -480,14 +485,13 @@ class _Responses:
         else:
             yield from self._end("refusal" if self.refusal else "end_turn")
 
-    def _usage(self, response: dict[str, Any]) -> Iterator[Part]:
+    def _usage(self, response: dict[str, Any]) -> tuple[Part, ...]:
         counters = _flatten_usage(response.get("usage"))
-        if counters:
-            yield Usage(counters)
+        return (Usage(counters),) if counters else ()
 
-    def _end(self, reason: str) -> Iterator[Part]:
+    def _end(self, reason: str) -> tuple[Part, ...]:
         self.ended = True
-        yield ResponseEnd(reason)
+        return (ResponseEnd(reason),)
 
     def _cut(self) -> Iterator[Part]:
         """The input ended without a terminal event: name the hosted calls still running."""
@@ -562,10 +566,13 @@ class _Responses:
 
     # -- text blocks -----------------------------------------------------------------------
 
-    def _open_block(self, state: _Item, kind: Literal["message", "reasoning"]) -> Iterator[Part]:
-        if not state.block_open:
-            state.block_open = True
-            yield BlockStart(state.key, kind)
+    def _open_block(
+        self, state: _Item, kind: Literal["message", "reasoning"]
+    ) -> tuple[Part, ...]:
+        if state.block_open:
+            return ()
+        state.block_open = True
+        return (BlockStart(state.key, kind),)
 
     def _part(self, state: _Item, part_key: tuple[str, int]) -> Iterator[Part]:
         """Open a content/summary part: a separator from the previous part, and its offset."""
@@ -795,19 +802,25 @@ class _Chat:
     def payload(self, format: str, value: Any) -> Payload:
         return Payload(PROVIDER, format, self.version, value)
 
-    def _begin(self, data: dict[str, Any]) -> Iterator[Part]:
-        if not self.started:
-            self.started = True
-            yield ResponseStart(
+    # As for _Responses: helpers making a part or two return a tuple, not a generator.
+
+    def _begin(self, data: dict[str, Any]) -> tuple[Part, ...]:
+        if self.started:
+            return ()
+        self.started = True
+        return (
+            ResponseStart(
                 provider="openrouter" if _str(data.get("provider")) else PROVIDER,
                 model=_str(data.get("model")),
                 response_id=_str(data.get("id")),
-            )
+            ),
+        )
 
-    def _end(self, reason: str) -> Iterator[Part]:
-        if not self.ended:
-            self.ended = True
-            yield ResponseEnd(reason)
+    def _end(self, reason: str) -> tuple[Part, ...]:
+        if self.ended:
+            return ()
+        self.ended = True
+        return (ResponseEnd(reason),)
 
     def _end_reason(self) -> str:
         if not self.choices:
@@ -816,40 +829,41 @@ class _Chat:
         reason = FINISH_REASONS.get(first.finish or "stop", UNKNOWN_FINISH)
         return "refusal" if reason == "end_turn" and first.refusal else reason
 
-    def _error(self, data: dict[str, Any]) -> Iterator[Part]:
+    def _error(self, data: dict[str, Any]) -> tuple[Part, ...]:
         error = data.get("error")
-        if isinstance(error, dict) and not self.errored:
-            self.errored = True
-            code = error.get("code")
-            code = str(code) if isinstance(code, str | int) and code != "" else "error"
-            yield StreamError(code, _str(error.get("message")), self.payload(ERROR, error))
+        if not isinstance(error, dict) or self.errored:
+            return ()
+        self.errored = True
+        code = error.get("code")
+        code = str(code) if isinstance(code, str | int) and code != "" else "error"
+        return (StreamError(code, _str(error.get("message")), self.payload(ERROR, error)),)
 
     # -- stream ----------------------------------------------------------------------------
 
-    def stream(self, frames: tuple[Frame, ...]) -> Iterator[Part]:
-        for frame in frames:
-            if frame.data is DONE:
+    def stream(self, rows: tuple[Row, ...]) -> Iterator[Part]:
+        for line, data, _name in rows:
+            if data is DONE:
                 if not self.errored:  # after an error the builder keeps open blocks partial
                     yield from self._finish_all()
                 yield from self._end("error" if self.errored else self._end_reason())
                 return
-            data = frame.data
             if not isinstance(data, dict) or not (
                 data.get("object") == "chat.completion.chunk"
                 or "choices" in data
                 or "error" in data
             ):
-                raise MalformedInput("not a Chat Completions chunk", line=frame.line)
+                raise MalformedInput("not a Chat Completions chunk", line=line)
             yield from self._begin(data)
             yield from self._error(data)
             choices = data.get("choices") or []
             if not isinstance(choices, list):
-                raise MalformedInput("'choices' must be a list", line=frame.line)
+                raise MalformedInput("'choices' must be a list", line=line)
             for choice in choices:
                 if not isinstance(choice, dict):
-                    raise MalformedInput("a choice must be an object", line=frame.line)
-                yield from self._on_choice(choice, frame.line)
-            counters = _flatten_usage(data.get("usage"))
+                    raise MalformedInput("a choice must be an object", line=line)
+                yield from self._on_choice(choice, line)
+            usage = data.get("usage")
+            counters = _flatten_usage(usage) if usage else None
             if counters:
                 yield Usage(counters)
         finished = self.choices and all(c.finish for c in self.choices.values())
@@ -900,12 +914,13 @@ class _Chat:
             state.finish = _str(choice.get("finish_reason")) or "stop"
             yield from self._close(state)
 
-    def _open_message(self, state: _Choice) -> Iterator[Part]:
-        if state.reasoning_open:
-            yield from self._close_reasoning(state)  # the answer follows the reasoning
-        if not state.message_open:
-            state.message_open = True
-            yield BlockStart(state.key, "message")
+    def _open_message(self, state: _Choice) -> tuple[Part, ...]:
+        # The answer follows the reasoning: close it first.
+        closed = self._close_reasoning(state) if state.reasoning_open else ()
+        if state.message_open:
+            return closed
+        state.message_open = True
+        return (*closed, BlockStart(state.key, "message"))
 
     def _annotation(self, state: _Choice, annotation: Any) -> Iterator[Part]:
         if not isinstance(annotation, dict):
@@ -931,12 +946,12 @@ class _Chat:
             slot["function"]["name"] += _str(function.get("name"))
             slot["function"]["arguments"] += _str(function.get("arguments"))
 
-    def _close_reasoning(self, state: _Choice) -> Iterator[Part]:
+    def _close_reasoning(self, state: _Choice) -> tuple[Part, ...]:
         state.reasoning_open = False
         value: dict[str, Any] = {state.reasoning_field: "".join(state.reasoning)}
         if state.reasoning_details:
             value["reasoning_details"] = state.reasoning_details
-        yield BlockEnd(state.reasoning_key, self.payload(CHAT_REASONING, value))
+        return (BlockEnd(state.reasoning_key, self.payload(CHAT_REASONING, value)),)
 
     def _close(self, state: _Choice) -> Iterator[Part]:
         """The choice finished: end its blocks and hand over its tool calls."""
@@ -1070,7 +1085,7 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
         ):
             return _Chat(context).body(data, frame.line)
         if _is_chat(data):
-            return _Chat(context).stream(wire.frames)  # a single saved chunk
+            return _Chat(context).stream(rows)  # a single saved chunk
         if _str(data.get("type")).startswith("response."):
             return _Responses(context).stream(rows)  # a single saved event
         if isinstance(data.get("error"), dict):
@@ -1095,7 +1110,7 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
         and "type" not in first.data
         and ("choices" in first.data or isinstance(first.data.get("error"), dict))
     ):
-        return _Chat(context).stream(wire.frames)
+        return _Chat(context).stream(rows)
     kind = first.data.get("type") if isinstance(first.data, dict) else None
     if not isinstance(kind, str) or not (kind.startswith("response.") or kind == "error"):
         shown = f"type {kind!r}" if isinstance(kind, str) else "no 'type'"
