@@ -585,20 +585,26 @@ class _Generate:
         self, block: _TextBlock, supports: Any, grounding: dict[str, Any], base: int
     ) -> Iterator[Part]:
         chunks = _list(grounding.get("groundingChunks"))
+        # Supports cite the same few chunks over and over: read each chunk's source once.
+        sources: dict[int, dict[str, str]] = {}
+        cited = block.cited
         for support in supports:
-            segment = _dict(_dict(support).get("segment"))
+            support = _dict(support)
+            segment = _dict(support.get("segment"))
             start = base + (_int(segment.get("startIndex")) or 0)
             end = _int(segment.get("endIndex"))
             end = None if end is None else base + end
             quote = segment.get("text") if isinstance(segment.get("text"), str) else None
-            for index in _list(_dict(support).get("groundingChunkIndices")):
+            for index in _list(support.get("groundingChunkIndices")):
                 index = _int(index)
-                source = (
-                    _source(chunks[index]) if index is not None and 0 <= index < len(chunks) else {}
-                )
-                if not source or (source["url"], start, end) in block.cited:
-                    continue  # an index with no chunk, or the same citation already sent
-                block.cited.add((source["url"], start, end))
+                if index is None or not 0 <= index < len(chunks):
+                    continue  # an index with no chunk
+                source = sources.get(index)
+                if source is None:
+                    source = sources[index] = _source(chunks[index])
+                if not source or (source["url"], start, end) in cited:
+                    continue  # a chunk with no source, or the same citation already sent
+                cited.add((source["url"], start, end))
                 yield Citation(
                     block.key,
                     source["url"],
