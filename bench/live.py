@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -34,9 +35,14 @@ REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_seconds(pid: int, stat: str = "") -> float:
+    fields = Path(stat or f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def loop_thread_cpu() -> float:
+    """CPU seconds of this process's main thread (daphne's event loop)."""
+    return cpu_seconds(os.getpid(), f"/proc/self/task/{threading.get_native_id()}/stat")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -106,6 +112,7 @@ def serve_live(port: int, replays: int, viewers: int, speed: float) -> None:
 
     async def run_all() -> None:
         await everyone.wait()
+        loop_cpu = loop_thread_cpu()
         print(json.dumps({"start": time.time()}), flush=True)
         monitor = asyncio.ensure_future(watch_loop())
 
@@ -129,6 +136,7 @@ def serve_live(port: int, replays: int, viewers: int, speed: float) -> None:
             texts[str(c.pk)] = await _texts(c)
         monitor.cancel()
         print(json.dumps({"done": time.time(), "texts": texts,
+                          "loop_cpu": loop_thread_cpu() - loop_cpu,
                           "loop_lag": [percentile(lags, 0.5), percentile(lags, 0.99),
                                        max(lags or [0])]}), flush=True)
 
@@ -293,9 +301,9 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
                 tasks.append(asyncio.create_task(viewer.watch(url, headers, ready, stop)))
                 await ready.wait()
         start = await _line(proc)
-        cpu0 = cpu_seconds(proc.pid)
+        cpu0, client0 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
         done = await _line(proc, timeout=600)
-        cpu1 = cpu_seconds(proc.pid)
+        cpu1, client1 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
         await asyncio.sleep(0.5)  # the last deltas in flight
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -325,7 +333,7 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
         "lost": lost, "duplicated": duplicated,
         "seconds": done["done"] - start["start"], "loop_lag": done["loop_lag"],
         "cpu": cpu1 - cpu0, "streamed_kb": streamed_kb, "delivered_kb": delivered_kb,
-        "timeline": timeline,
+        "loop_cpu": done["loop_cpu"], "client_cpu": client1 - client0, "timeline": timeline,
     }
 
 
@@ -399,6 +407,9 @@ def report(args: argparse.Namespace, live: dict[str, Any], floor: dict[str, Any]
     print(f"  lost characters {live['lost']}, duplicated characters {live['duplicated']}")
     print(f"  server CPU {live['cpu']:.2f} s = {1000 * live['cpu'] / live['streamed_kb']:.1f} "
           f"ms per streamed KB, {live_cpu_kb:.2f} ms per delivered KB")
+    print(f"    of which the event loop {live['loop_cpu']:.2f} s, the database and other threads "
+          f"{live['cpu'] - live['loop_cpu']:.2f} s; the bench's clients used "
+          f"{live['client_cpu']:.2f} s (the machine has {os.cpu_count()} cores)")
     print(f"floor: bare websocket group echo, same frame sizes and timings "
           f"({floor['messages']} received, {floor['missing_messages']} missing)")
     print(f"  latency send->receipt     p50 {fp50:6.1f} ms  p99 {fp99:6.1f} ms  "

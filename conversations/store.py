@@ -69,21 +69,32 @@ def _start_turn_orm(conversation: Conversation, spec: NewTurn) -> Turn:
         )
         turn.save()
         Conversation.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
+    conversation.next_seq = locked.next_seq  # as record_turns leaves it
     return turn
 
 
 def set_provenance(turn: Turn, provider: str, model: str) -> None:
     """Record the served model once. A later call with other values is refused."""
+    from conversations.provenance import ProvenanceError
+
     if turn.provider or turn.model:
         if (turn.provider, turn.model) != (provider, model):
-            from conversations.provenance import ProvenanceError
-
             raise ProvenanceError("provenance is recorded once and never changed")
         return
     turn.provider, turn.model = provider, model
     if not turn.agent_id:
         turn.agent_id = Turn.default_agent_id(provider, model)
-    turn.save(update_fields=["provider", "model", "agent_id"])
+    turn.validate_invariants()
+    # Compare-and-set: only a row that has no provenance yet takes it.
+    if Turn.objects.filter(pk=turn.pk, provider="", model="").update(
+        provider=provider, model=model, agent_id=turn.agent_id
+    ):
+        return
+    stored = Turn.objects.filter(pk=turn.pk).values_list("provider", "model").first()
+    if stored is None:
+        raise Turn.DoesNotExist(f"turn {turn.pk} does not exist")
+    if stored != (provider, model):
+        raise ProvenanceError("provenance is recorded once and never changed")
 
 
 def finish_turn(
@@ -119,12 +130,11 @@ def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
     if tables is None:
         return _append_events_orm(turn, records)
     with transaction.atomic(using=using), connection.cursor() as cursor:
-        first_seq = tables.lock(cursor, turn.conversation_id)[1]
         now = timezone.now()
         stamp = connection.ops.adapt_datetimefield_value(now)
+        first_seq = tables.reserve(cursor, turn.conversation_id, len(records), stamp)
         rows = _Rows(tables, turn.conversation_id, now, stamp)
-        seq = rows.events(turn.pk, first_seq, records)
-        tables.bump(cursor, turn.conversation_id, seq, stamp)
+        rows.events(turn.pk, first_seq, records)
         rows.write(cursor)
     return rows.written(turn, using)
 
@@ -460,6 +470,12 @@ class _Tables:
             f"UPDATE {conversations_table} SET {quote('next_seq')} = %s, "
             f"{quote('updated_at')} = %s WHERE {quote('id')} = %s"
         )
+        # Seqs reserved in one statement that also takes the row lock (PostgreSQL, and SQLite
+        # from 3.35, return the updated value); otherwise a locking read, then the update.
+        self.reserve_sql = (
+            f"UPDATE {conversations_table} SET {quote('next_seq')} = {quote('next_seq')} + %s, "
+            f"{quote('updated_at')} = %s WHERE {quote('id')} = %s RETURNING {quote('next_seq')}"
+        ) if _update_returning(connection) else None
 
     @classmethod
     def of(cls, connection: Any) -> _Tables | None:
@@ -489,6 +505,18 @@ class _Tables:
         cursor.execute(self.count_sql, [key])
         return cursor.fetchone()[0], row[0]
 
+    def reserve(self, cursor: Any, conversation_id: Any, count: int, stamp: Any) -> int:
+        """Reserve ``count`` seqs of the conversation (locking its row); return the first."""
+        if self.reserve_sql is None:
+            first = self.lock(cursor, conversation_id)[1]
+            self.bump(cursor, conversation_id, first + count, stamp)
+            return first
+        cursor.execute(self.reserve_sql, [count, stamp, self.uuid(conversation_id)])
+        row = cursor.fetchone()
+        if row is None:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+        return row[0] - count
+
     def bump(self, cursor: Any, conversation_id: Any, next_seq: int, stamp: Any) -> None:
         cursor.execute(self.bump_sql, [next_seq, stamp, self.uuid(conversation_id)])
 
@@ -499,6 +527,16 @@ class _Tables:
                 conversation.forked_from_id),
             conversation.forked_at_turn, conversation.next_seq,
         ])
+
+
+def _update_returning(connection: Any) -> bool:
+    if connection.vendor == "postgresql":
+        return True
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return sqlite3.sqlite_version_info >= (3, 35)
+    return False
 
 
 def _columns_match(model: type[Model], attnames: tuple[str, ...]) -> bool:

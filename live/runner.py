@@ -44,7 +44,8 @@ def _db(fn: Any) -> Any:
     return sync_to_async(fn, thread_sensitive=True)
 
 
-_cache_call = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
+# Work that needs no database connection, in a pool thread: it never waits behind DB work.
+_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 
 async def _cache(fn: Any, *args: Any) -> None:
@@ -53,7 +54,12 @@ async def _cache(fn: Any, *args: Any) -> None:
     if isinstance(caches["default"], LocMemCache):
         fn(*args)
     else:
-        await _cache_call(fn, *args)
+        await _off_loop(fn, *args)
+
+
+def _append_redacted(turn: Turn, records: list[EventRecord]) -> list[Event]:
+    # The credential scan runs here, in the database thread, not on the event loop.
+    return store.append_events(turn, redaction.redact_records(records))
 
 
 def _event_brief(event: Event) -> dict[str, Any]:
@@ -140,9 +146,8 @@ class TurnRunner:
     # -- steps -------------------------------------------------------------------------------
 
     def _start(self, recording: tuple[str, list[sources.WireResponse]] | None) -> Turn:
-        self.conversation.refresh_from_db()
-        self.last_seq = self.conversation.next_seq - 1
         turn = store.start_turn(self.conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
+        self.last_seq = self.conversation.next_seq - 1  # read under the row lock by start_turn
         if recording:
             import orjson
 
@@ -268,7 +273,7 @@ class TurnRunner:
             await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
         if not records:
             return
-        events = await _db(store.append_events)(self.turn, redaction.redact_records(records))
+        events = await _db(_append_redacted)(self.turn, records)
         self.last_seq = events[-1].seq
         # Published with the next flush: one message per window however many commits it saw.
         self.pending_events.extend(_event_brief(e) for e in events)
@@ -331,7 +336,7 @@ class TurnRunner:
 
 async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
     def write() -> tuple[Turn, list[Event]]:
-        turn = store.append_user_turn(conversation, text)
+        turn = store.append_user_turn(conversation, redaction.redact_text(text))
         return turn, list(turn.events.order_by("seq"))
 
     turn, events = await _db(write)()
@@ -362,8 +367,8 @@ async def run_recording(
 ) -> Turn:
     """Stream a recorded provider response (and its continuations) as a new agent turn."""
     if prompt:
-        await add_user_turn(conversation, redaction.redact_text(prompt), layer)
-    responses = sources.redacted(responses)
+        await add_user_turn(conversation, prompt, layer)
+    responses = await _off_loop(sources.redacted, responses)  # a scan of the whole recording
     runner = TurnRunner(conversation, speed=speed, coalesce=coalesce, layer=layer)
     return await runner.run(sources.wire_responses(provider, responses),
                             recording=(provider, responses))
@@ -400,8 +405,8 @@ async def replay(
             continue
         runner = TurnRunner(target, speed=speed, coalesce=coalesce, layer=layer)
         if recording is not None:
-            wire = sources.redacted(
-                [sources.WireResponse(**r) for r in recording.response_list])
+            wire = await _off_loop(
+                sources.redacted, [sources.WireResponse(**r) for r in recording.response_list])
             await runner.run(sources.wire_responses(recording.provider, wire),
                              recording=(recording.provider, wire))
         else:
