@@ -6,9 +6,11 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
 * text deltas are folded into the turn's *tail* and flushed about every ``coalesce`` seconds:
   the tail goes to the cache (``live.streaming``) first, then one ``delta`` message is
   published with the next per-turn ``delta_seq``;
-* events the builder completes are committed (tail cleared first, then the store, then one
-  ``events`` message with their contiguous seqs) so a fragment rendered at any moment shows a
-  block either in the tail or as an event, never both;
+* events the builder completes are committed: a block that closes the tail at once (tail cleared
+  first, then the store) so a fragment rendered at any moment shows a block either in the tail
+  or as an event, never both; other events (activity transitions, blocks that streamed no text)
+  with the window's flush, in one transaction; either way one ``events`` message per window
+  carries their contiguous seqs;
 * the model is recorded once, from the first response that names it (``turn`` message).
 
 A stream that ends without its terminal event leaves the turn interrupted: the builder commits
@@ -98,6 +100,7 @@ class TurnRunner:
         self.block_seq: int | None = None
         self.pending: list[str] = []
         self.pending_cites: list[dict[str, str]] = []
+        self.pending_records: list[EventRecord] = []  # completed, stored at the next flush
         self.pending_events: list[dict[str, Any]] = []  # committed, not yet published
         self.flush_at: float | None = None
         self._due = 0.0
@@ -230,11 +233,12 @@ class TurnRunner:
         }
 
     async def _flush(self, then: dict[str, Any] | None = None) -> None:
-        """Publish what the window gathered, as one frame: committed events (one message),
-        then the text deltas (one message), then ``then``. The store and the cache are
-        already up to date."""
+        """Store the events the window completed (one transaction), then publish what it
+        gathered as one frame: the committed events (one message), then the text deltas (one
+        message), then ``then``."""
         self.flush_at = None
         assert self.turn is not None
+        await self._store()
         out: list[dict[str, Any]] = []
         if self.pending_events:
             events, self.pending_events = self.pending_events, []
@@ -266,19 +270,29 @@ class TurnRunner:
         }
 
     async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
+        """A block that closes the tail is stored at once (tail cleared first, then the store,
+        so a fragment rendered at any moment shows it in the tail or as an event, never both).
+        Other completed events (activity transitions, blocks that never streamed text) wait for
+        the window's flush, which stores them all in one transaction."""
         assert self.turn is not None
+        self.pending_records.extend(records)
         if closes_tail and self.tail_key is not None:
             self.tail_key, self.tail_kind = None, ""
             self.tail_text, self.tail_cites, self.block_seq = [], [], None
             await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
-        if not records:
+            await self._store()
+        if (self.pending_records or self.pending_events) and self.flush_at is None:
+            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
+
+    async def _store(self) -> None:
+        """Append the pending events in one transaction; published with the next flush."""
+        assert self.turn is not None
+        if not self.pending_records:
             return
+        records, self.pending_records = self.pending_records, []
         events = await _db(_append_redacted)(self.turn, records)
         self.last_seq = events[-1].seq
-        # Published with the next flush: one message per window however many commits it saw.
         self.pending_events.extend(_event_brief(e) for e in events)
-        if self.flush_at is None:
-            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
 
     async def _provenance(self) -> None:
         assert self.turn is not None
@@ -292,6 +306,7 @@ class TurnRunner:
         assert self.turn is not None
         if status == "streaming":  # the builder never heard an end: the stream was cut
             status, end_reason = "interrupted", "interrupted"
+        await self._store()
         await _db(store.finish_turn)(self.turn, status=status, end_reason=end_reason,
                                      responses=self.builder.responses)
         await _cache(streaming.drop_tail, self.turn.pk)
@@ -313,6 +328,7 @@ class TurnRunner:
 
     async def _publish_turn(self) -> None:
         assert self.turn is not None
+        await self._store()  # the message's seq covers every event completed so far
         turn = self.turn
         # after the events this message's seq covers, in the same frame
         await self._flush(then={
