@@ -335,7 +335,6 @@ class _Rows:
         self.event_rows: list[tuple[Any, ...]] = []
         self.attributions: list[tuple[Any, ...]] = []
         self.domains: dict[str, str] = {}
-        self.by_turn: dict[Any, list[tuple[Any, ...]]] = {}  # turn id -> its event rows
 
     def ids(self, count: int) -> list[Any]:
         """``count`` fresh ids (see ``conversations.ids``), as the database takes them."""
@@ -363,7 +362,6 @@ class _Rows:
     def events(self, turn_id: Any, seq: int, records: Sequence[EventRecord]) -> int:
         """Rows for ``records`` numbered from ``seq``; returns the next seq."""
         turn_id = self.tables.uuid(turn_id)
-        mine = self.by_turn.setdefault(turn_id, [])
         needed = len(records) * 2 + sum(len(r.attributions) for r in records)
         ids = iter(self.ids(needed))
         check = EVENT_KINDS.check
@@ -371,13 +369,11 @@ class _Rows:
         for record in records:
             check(record.kind)  # what Event.save() checks
             event_id = next(ids)
-            row = (
+            self.event_rows.append((
                 event_id, self.conversation, turn_id, seq, record.kind, record.text,
                 record.incomplete, dumps(record.body), record.activity_id,
                 self._payload(record.payload, next(ids)), self.stamp,
-            )
-            self.event_rows.append(row)
-            mine.append(row)
+            ))
             seq += 1
             for ordinal, a in enumerate(record.attributions):
                 domain = domains.get(a.url)
@@ -391,9 +387,10 @@ class _Rows:
         return seq
 
     def written(self, turn: Turn, using: str) -> list[Event]:
-        """``turn``'s events as written by this call, in seq order."""
+        """The events of ``turn`` this call wrote, in seq order."""
         events = []
-        for row in self.by_turn.get(self.tables.uuid(turn.pk), ()):
+        turn_id = self.tables.uuid(turn.pk)
+        for row in (r for r in self.event_rows if r[2] == turn_id):
             event = _instance(Event, {
                 "id": _as_uuid(row[0]), "conversation_id": turn.conversation_id,
                 "turn_id": turn.pk, "seq": row[3], "kind": row[4], "text": row[5],
