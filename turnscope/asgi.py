@@ -12,7 +12,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from live import transport  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
+
+transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
 
 application = ProtocolTypeRouter(
     {

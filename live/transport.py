@@ -1,0 +1,47 @@
+"""Daphne's sockets send what they are given at once, as asyncio's own transports do.
+
+Twisted buffers every write and registers the socket with the selector, sends on a later turn of
+the loop, then unregisters it: two ``epoll_ctl`` calls, a selector wakeup and a stack of logging
+wrappers for every websocket frame. With many viewers that was most of the server's CPU on the
+live path (``bench/live.py``). Here, when nothing is buffered, the bytes go straight to the
+socket; whatever the kernel does not take, and everything written while something is still
+buffered, goes down Twisted's own path, so ordering, back-pressure, producers and disconnects
+stay Twisted's. TLS connections are left alone (their bytes pass through the TLS layer first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import tcp
+
+_buffered_write = tcp.Connection.write
+
+
+def _write(self: Any, data: bytes) -> None:
+    if (
+        type(data) is bytes
+        and data
+        and not self.TLS
+        and self.connected
+        and not self.disconnecting
+        and not self._writeDisconnected
+        and not self._tempDataLen
+        and self.offset == len(self.dataBuffer)
+    ):
+        sent = self.writeSomeData(data)  # an int, or an exception for a lost connection
+        if isinstance(sent, int) and sent >= 0:
+            if sent == len(data):
+                return
+            data = data[sent:]
+        # A lost connection: the buffered path finds it on its next write and disconnects.
+    _buffered_write(self, data)
+
+
+def send_immediately() -> None:
+    """Install the immediate send on Twisted's TCP connections (idempotent)."""
+    tcp.Connection.write = _write
+
+
+def restore() -> None:
+    tcp.Connection.write = _buffered_write
