@@ -224,11 +224,31 @@ def record_turns(
     row by row. Turns and events are numbered after what the conversation already holds,
     under its row lock.
     """
+    conversation, made, _ = _record_turns(turns, conversation, title, owner)
+    return conversation, made
+
+
+def open_turns(
+    conversation: Conversation, turns: Sequence[NewTurn]
+) -> list[tuple[Turn, list[Event]]]:
+    """``record_turns`` on an existing conversation, returning each turn with the events it
+    was given, as written (seq order): what the live path publishes."""
+    conversation, made, rows = _record_turns(turns, conversation, "", None)
+    if rows is None:  # the ORM path wrote them
+        return [(turn, list(turn.events.order_by("seq"))) for turn in made]
+    using = router.db_for_write(Event)
+    return [(turn, rows.written(turn, using)) for turn in made]
+
+
+def _record_turns(
+    turns: Sequence[NewTurn], conversation: Conversation | None, title: str, owner: Any
+) -> tuple[Conversation, list[Turn], _Rows | None]:
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = _Tables.of(connection)
     if tables is None:  # the models no longer match the columns below: take the ORM path
-        return _record_turns_orm(turns, conversation=conversation, title=title, owner=owner)
+        return (*_record_turns_orm(turns, conversation=conversation, title=title, owner=owner),
+                None)
     with transaction.atomic(using=using), connection.cursor() as cursor:
         now = timezone.now()
         stamp = connection.ops.adapt_datetimefield_value(now)
@@ -277,7 +297,7 @@ def record_turns(
     if new:
         conversation._state.adding = False
         conversation._state.db = using
-    return conversation, made
+    return conversation, made, rows
 
 
 def _instance(model: type[Model], values: dict[str, Any]) -> Any:

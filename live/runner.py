@@ -11,7 +11,10 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
   or as an event, never both; other events (activity transitions, blocks that streamed no text)
   with the window's flush, in one transaction; either way one ``events`` message per window
   carries their contiguous seqs;
-* the model is recorded once, from the first response that names it (``turn`` message).
+* the model is recorded once, from the first response that names it, with the window's flush
+  (``turn`` message in that frame);
+* a turn's database work comes in as few transactions as it can: the user turn that prompts it
+  and its start in one, the model with the next window's events, the end with the last events.
 
 A stream that ends without its terminal event leaves the turn interrupted: the builder commits
 the partial text of open blocks as incomplete events with their citations marked incomplete.
@@ -26,12 +29,14 @@ import socket
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
+from django.db import transaction
 
-from conversations import parts, redaction, store
-from conversations.builder import EventBuilder, EventRecord
+from conversations import parts, provenance, redaction, store
+from conversations.builder import EventBuilder, EventRecord, storable
 from conversations.ingest import _CONTINUATION_TRIGGERS
 from conversations.models import Conversation, Event, Turn
 from live import publish, sources, streaming
@@ -59,9 +64,79 @@ async def _cache(fn: Any, *args: Any) -> None:
         await _off_loop(fn, *args)
 
 
-def _append_redacted(turn: Turn, records: list[EventRecord]) -> list[Event]:
-    # The credential scan runs here, in the database thread, not on the event loop.
-    return store.append_events(turn, redaction.redact_records(records))
+def _open_turns(
+    conversation: Conversation,
+    prompt: str,
+    recording: tuple[str, list[sources.WireResponse]] | None,
+) -> list[tuple[Turn, list[Event]]]:
+    """The user turn holding ``prompt`` (when given) and the streaming agent turn after it, with
+    the recording behind the agent turn: one transaction. Each turn comes with its events."""
+    specs = []
+    if prompt:
+        specs.append(store.NewTurn(
+            Turn.Role.USER, [EventRecord("message", text=storable(redaction.redact_text(prompt)))]
+        ))
+    specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
+    with transaction.atomic():
+        opened = store.open_turns(conversation, specs)
+        if recording:
+            provider, responses = recording
+            Recording.objects.create(
+                turn=opened[-1][0], provider=provider,
+                responses=orjson.dumps([r.as_dict() for r in responses]).decode(),
+            )
+    return opened
+
+
+def _write(
+    turn: Turn,
+    records: list[EventRecord],
+    model: tuple[str, str] | None,
+    finish: dict[str, Any] | None,
+) -> list[Event]:
+    """Append ``records``, record the ``model`` and ``finish`` the turn, whichever are given, in
+    one transaction. The credential scan runs here, in the database thread, not on the loop."""
+    records = redaction.redact_records(records)
+    if model is None and finish is None:
+        return store.append_events(turn, records)
+    with transaction.atomic():
+        events = store.append_events(turn, records)
+        if model is not None:
+            store.set_provenance(turn, *model)
+        if finish is not None:
+            store.finish_turn(turn, **finish)
+    return events
+
+
+_open_turns_db = _db(_open_turns)
+_write_db = _db(_write)
+
+
+def _turn_message(turn: Turn, seq: int) -> dict[str, Any]:
+    return {
+        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
+        "status": turn.status, "end_reason": turn.end_reason or None,
+        "model": turn.model_provenance, "seq": seq,
+    }
+
+
+def _events_message(turn: Turn, events: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": "events", "turn": str(turn.pk), "index": turn.index,
+        "seq_from": events[0]["seq"], "seq_to": events[-1]["seq"], "events": events,
+    }
+
+
+def _opened_messages(opened: list[tuple[Turn, list[Event]]]) -> list[dict[str, Any]]:
+    """What announces freshly opened turns: each turn, then its events."""
+    out: list[dict[str, Any]] = []
+    for turn, events in opened:
+        first = events[0].seq if events else None
+        # A turn message's seq covers the events committed before it (none of its own yet).
+        out.append(_turn_message(turn, (first - 1) if first is not None else 0))
+        if events:
+            out.append(_events_message(turn, [_event_brief(e) for e in events]))
+    return out
 
 
 def _event_brief(event: Event) -> dict[str, Any]:
@@ -102,6 +177,8 @@ class TurnRunner:
         self.pending_cites: list[dict[str, str]] = []
         self.pending_records: list[EventRecord] = []  # completed, stored at the next flush
         self.pending_events: list[dict[str, Any]] = []  # committed, not yet published
+        self.pending_model: tuple[str, str] | None = None  # recorded with the next store
+        self._model_unannounced = False  # recorded, not yet in a published turn message
         self.flush_at: float | None = None
         self._due = 0.0
         self._provenance_done = False
@@ -113,11 +190,13 @@ class TurnRunner:
         responses: list[Iterable[parts.Part]],
         *,
         recording: tuple[str, list[sources.WireResponse]] | None = None,
+        prompt: str = "",
     ) -> Turn:
+        """Stream ``responses`` as a new agent turn (after a user turn holding ``prompt``, when
+        given)."""
         loop = asyncio.get_running_loop()
         self._due = loop.time()
-        self.turn = await _db(self._start)(recording)
-        await self._publish_turn()
+        await self._start(prompt, recording)
         beat = asyncio.create_task(self._heartbeat())
         trigger = "initial"
         try:
@@ -148,20 +227,15 @@ class TurnRunner:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def _start(self, recording: tuple[str, list[sources.WireResponse]] | None) -> Turn:
-        turn = store.start_turn(self.conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
-        self.last_seq = self.conversation.next_seq - 1  # read under the row lock by start_turn
-        if recording:
-            import orjson
-
-            provider, responses = recording
-            Recording.objects.create(
-                turn=turn, provider=provider,
-                responses=orjson.dumps([r.as_dict() for r in responses]).decode(),
-            )
-        streaming.write_tail(turn.pk, self._tail_doc())
-        streaming.beat(turn.pk, self._beat_info())
-        return turn
+    async def _start(
+        self, prompt: str, recording: tuple[str, list[sources.WireResponse]] | None
+    ) -> None:
+        opened = await _open_turns_db(self.conversation, prompt, recording)
+        self.turn = opened[-1][0]
+        self.last_seq = self.conversation.next_seq - 1  # read under the row lock
+        await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+        await publish.publish_all(self.conversation.pk, _opened_messages(opened), self.layer)
 
     async def _wait(self, seconds: float) -> None:
         """Advance the paced clock by ``seconds / speed``, flushing deltas on time meanwhile."""
@@ -234,18 +308,19 @@ class TurnRunner:
 
     async def _flush(self, then: dict[str, Any] | None = None) -> None:
         """Store the events the window completed (one transaction), then publish what it
-        gathered as one frame: the committed events (one message), then the text deltas (one
-        message), then ``then``."""
+        gathered as one frame: the committed events (one message), the model when it was just
+        recorded (a ``turn`` message), the text deltas (one message), then ``then``."""
         self.flush_at = None
         assert self.turn is not None
         await self._store()
         out: list[dict[str, Any]] = []
         if self.pending_events:
             events, self.pending_events = self.pending_events, []
-            out.append({
-                "type": "events", "turn": str(self.turn.pk), "index": self.turn.index,
-                "seq_from": events[0]["seq"], "seq_to": events[-1]["seq"], "events": events,
-            })
+            out.append(_events_message(self.turn, events))
+        if self._model_unannounced:
+            self._model_unannounced = False
+            if then is None:  # the model, ahead of the text it produced
+                out.append(_turn_message(self.turn, self.last_seq))
         if self.pending or self.pending_cites:
             out.append(await self._delta())
         if then is not None:
@@ -284,31 +359,43 @@ class TurnRunner:
         if (self.pending_records or self.pending_events) and self.flush_at is None:
             self.flush_at = asyncio.get_running_loop().time() + self.coalesce
 
-    async def _store(self) -> None:
-        """Append the pending events in one transaction; published with the next flush."""
+    async def _store(self, finish: dict[str, Any] | None = None) -> None:
+        """Append the pending events (with the model, and ``finish``, when due) in one
+        transaction; the next flush publishes them, and the model in a ``turn`` message."""
         assert self.turn is not None
-        if not self.pending_records:
+        if not (self.pending_records or self.pending_model or finish):
             return
         records, self.pending_records = self.pending_records, []
-        events = await _db(_append_redacted)(self.turn, records)
-        self.last_seq = events[-1].seq
-        self.pending_events.extend(_event_brief(e) for e in events)
+        model, self.pending_model = self.pending_model, None
+        events = await _write_db(self.turn, records, model, finish)
+        if events:
+            self.last_seq = events[-1].seq
+            self.pending_events.extend(_event_brief(e) for e in events)
+        if model is not None:
+            self._model_unannounced = True
 
     async def _provenance(self) -> None:
+        """The first response that names its model: recorded with the window's flush."""
         assert self.turn is not None
-        if not (self.builder.provider and self.builder.model):
+        provider, model = self.builder.provider, self.builder.model
+        if not (provider and model):
             return
         self._provenance_done = True
-        await _db(store.set_provenance)(self.turn, self.builder.provider, self.builder.model)
-        await self._publish_turn()
+        try:
+            provenance.validate(Turn.Role.AGENT, provider, model)
+        except provenance.ProvenanceError as exc:  # the turn streams on, without a model
+            log.warning("turn %s: model not recorded: %s", self.turn.pk, exc)
+            return
+        self.pending_model = (provider, model)
+        if self.flush_at is None:
+            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
 
     async def _finish(self, status: str, end_reason: str) -> None:
         assert self.turn is not None
         if status == "streaming":  # the builder never heard an end: the stream was cut
             status, end_reason = "interrupted", "interrupted"
-        await self._store()
-        await _db(store.finish_turn)(self.turn, status=status, end_reason=end_reason,
-                                     responses=self.builder.responses)
+        await self._store(finish={"status": status, "end_reason": end_reason,
+                                  "responses": self.builder.responses})
         await _cache(streaming.drop_tail, self.turn.pk)
         await _cache(streaming.stop_beating, self.turn.pk)
         await self._publish_turn()
@@ -329,13 +416,8 @@ class TurnRunner:
     async def _publish_turn(self) -> None:
         assert self.turn is not None
         await self._store()  # the message's seq covers every event completed so far
-        turn = self.turn
         # after the events this message's seq covers, in the same frame
-        await self._flush(then={
-            "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
-            "status": turn.status, "end_reason": turn.end_reason or None,
-            "model": turn.model_provenance, "seq": self.last_seq,
-        })
+        await self._flush(then=_turn_message(self.turn, self.last_seq))
 
     def _beat_info(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -350,25 +432,17 @@ class TurnRunner:
 # -- higher-level helpers -------------------------------------------------------------------
 
 
-async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
-    def write() -> tuple[Turn, list[Event]]:
-        turn = store.append_user_turn(conversation, redaction.redact_text(text))
-        return turn, list(turn.events.order_by("seq"))
+def _user_turn(conversation: Conversation, text: str) -> list[tuple[Turn, list[Event]]]:
+    return store.open_turns(conversation, [store.NewTurn(
+        Turn.Role.USER, [EventRecord("message", text=storable(redaction.redact_text(text)))]
+    )])
 
-    turn, events = await _db(write)()
-    seq = events[-1].seq if events else 0
-    out: list[dict[str, Any]] = [{
-        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
-        "status": turn.status, "end_reason": None, "model": None, "seq": seq - len(events),
-    }]
-    if events:
-        out.append({
-            "type": "events", "turn": str(turn.pk), "index": turn.index,
-            "seq_from": events[0].seq, "seq_to": seq,
-            "events": [_event_brief(e) for e in events],
-        })
-    await publish.publish_all(conversation.pk, out, layer)
-    return turn
+
+async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
+    """A user turn holding ``text``, published (a prompt that no agent turn follows yet)."""
+    opened = await _db(_user_turn)(conversation, text)
+    await publish.publish_all(conversation.pk, _opened_messages(opened), layer)
+    return opened[0][0]
 
 
 async def run_recording(
@@ -381,13 +455,12 @@ async def run_recording(
     coalesce: float = COALESCE_SECONDS,
     layer: Any = None,
 ) -> Turn:
-    """Stream a recorded provider response (and its continuations) as a new agent turn."""
-    if prompt:
-        await add_user_turn(conversation, prompt, layer)
+    """Stream a recorded provider response (and its continuations) as a new agent turn, after
+    a user turn holding ``prompt`` when given."""
     responses = await _off_loop(sources.redacted, responses)  # a scan of the whole recording
     runner = TurnRunner(conversation, speed=speed, coalesce=coalesce, layer=layer)
     return await runner.run(sources.wire_responses(provider, responses),
-                            recording=(provider, responses))
+                            recording=(provider, responses), prompt=prompt)
 
 
 def _source_turns(source: Conversation) -> list[tuple[Turn, str, Any]]:
@@ -414,19 +487,25 @@ async def replay(
 ) -> Conversation:
     """Replay every turn of ``source`` into ``target``: user turns at once, agent turns live,
     from their recording when there is one, else from their stored events."""
+    prompt = ""  # a user turn's text, opened together with the agent turn that answers it
     for turn, text, recording in await _db(_source_turns)(source):
         if turn.role != Turn.Role.AGENT:
             if text:
-                await add_user_turn(target, text, layer)
+                if prompt:
+                    await add_user_turn(target, prompt, layer)
+                prompt = text
             continue
         runner = TurnRunner(target, speed=speed, coalesce=coalesce, layer=layer)
         if recording is not None:
             wire = await _off_loop(
                 sources.redacted, [sources.WireResponse(**r) for r in recording.response_list])
             await runner.run(sources.wire_responses(recording.provider, wire),
-                             recording=(recording.provider, wire))
+                             recording=(recording.provider, wire), prompt=prompt)
         else:
-            await runner.run(await _db(sources.event_responses)(turn))
+            await runner.run(await _db(sources.event_responses)(turn), prompt=prompt)
+        prompt = ""
+    if prompt:
+        await add_user_turn(target, prompt, layer)
     return target
 
 
