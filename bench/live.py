@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import sys
@@ -43,6 +45,21 @@ def cpu_seconds(pid: int, stat: str = "") -> float:
 def loop_thread_cpu() -> float:
     """CPU seconds of this process's main thread (daphne's event loop)."""
     return cpu_seconds(os.getpid(), f"/proc/self/task/{threading.get_native_id()}/stat")
+
+
+@contextlib.contextmanager
+def collector_paused() -> Any:
+    """No garbage collection in the bench's own process while it measures: its clients keep
+    every frame they receive, and a full collection of them (80-90 ms, seen mid-run) stalls
+    every client at once, which would read as server latency. Both phases run under it."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -300,11 +317,12 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
                 url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation}/"
                 tasks.append(asyncio.create_task(viewer.watch(url, headers, ready, stop)))
                 await ready.wait()
-        start = await _line(proc)
-        cpu0, client0 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        done = await _line(proc, timeout=600)
-        cpu1, client1 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        await asyncio.sleep(0.5)  # the last deltas in flight
+        with collector_paused():
+            start = await _line(proc)
+            cpu0, client0 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
+            done = await _line(proc, timeout=600)
+            cpu1, client1 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
+            await asyncio.sleep(0.5)  # the last deltas in flight
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     finally:
@@ -355,8 +373,7 @@ async def floor_phase(args: argparse.Namespace, env: dict[str, str],
                 tasks.append(asyncio.create_task(viewer.watch(
                     f"ws://127.0.0.1:{port}/sub/{group}", {}, ready, stop)))
                 await ready.wait()
-        cpu0 = cpu_seconds(proc.pid)
-        t0 = time.time() * 1000
+        t0 = 0.0
 
         async def publish(group: str, steps: list[tuple[float, int]]) -> None:
             if not steps:
@@ -371,9 +388,12 @@ async def floor_phase(args: argparse.Namespace, env: dict[str, str],
                                               "block_seq": n, "ts": time.time() * 1000,
                                               "text": "x" * max(0, size - 100)}))
 
-        await asyncio.gather(*(publish(g, s) for g, s in timeline.items()))
-        cpu1 = cpu_seconds(proc.pid)
-        await asyncio.sleep(0.5)
+        with collector_paused():
+            cpu0 = cpu_seconds(proc.pid)
+            t0 = time.time() * 1000
+            await asyncio.gather(*(publish(g, s) for g, s in timeline.items()))
+            cpu1 = cpu_seconds(proc.pid)
+            await asyncio.sleep(0.5)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     finally:
