@@ -112,6 +112,15 @@ _open_turns_db = _db(_open_turns)
 _write_db = _db(_write)
 
 
+def _event_brief(event: Event) -> dict[str, Any]:
+    brief: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind,
+                             "incomplete": event.incomplete}
+    if event.kind == "hosted_activity":
+        a = event.data.get("activity", {})
+        brief["activity"] = {k: a.get(k) for k in ("id", "name", "state", "summary")}
+    return brief
+
+
 def _turn_message(turn: Turn, seq: int) -> dict[str, Any]:
     return {
         "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
@@ -127,25 +136,19 @@ def _events_message(turn: Turn, events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _opened_messages(opened: list[tuple[Turn, list[Event]]]) -> list[dict[str, Any]]:
-    """What announces freshly opened turns: each turn, then its events."""
+def _opened_messages(
+    opened: list[tuple[Turn, list[Event]]], last_seq: int
+) -> list[dict[str, Any]]:
+    """What announces freshly opened turns, ``last_seq`` being the conversation's last event
+    seq after them: each turn (its seq covers what came before it), then its events."""
+    seq = last_seq - sum(len(events) for _, events in opened)
     out: list[dict[str, Any]] = []
     for turn, events in opened:
-        first = events[0].seq if events else None
-        # A turn message's seq covers the events committed before it (none of its own yet).
-        out.append(_turn_message(turn, (first - 1) if first is not None else 0))
+        out.append(_turn_message(turn, seq))
         if events:
             out.append(_events_message(turn, [_event_brief(e) for e in events]))
+            seq = events[-1].seq
     return out
-
-
-def _event_brief(event: Event) -> dict[str, Any]:
-    brief: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind,
-                             "incomplete": event.incomplete}
-    if event.kind == "hosted_activity":
-        a = event.data.get("activity", {})
-        brief["activity"] = {k: a.get(k) for k in ("id", "name", "state", "summary")}
-    return brief
 
 
 class TurnRunner:
@@ -235,7 +238,8 @@ class TurnRunner:
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
         await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
         await _cache(streaming.beat, self.turn.pk, self._beat_info())
-        await publish.publish_all(self.conversation.pk, _opened_messages(opened), self.layer)
+        await publish.publish_all(self.conversation.pk,
+                                  _opened_messages(opened, self.last_seq), self.layer)
 
     async def _wait(self, seconds: float) -> None:
         """Advance the paced clock by ``seconds / speed``, flushing deltas on time meanwhile."""
@@ -441,7 +445,8 @@ def _user_turn(conversation: Conversation, text: str) -> list[tuple[Turn, list[E
 async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
     """A user turn holding ``text``, published (a prompt that no agent turn follows yet)."""
     opened = await _db(_user_turn)(conversation, text)
-    await publish.publish_all(conversation.pk, _opened_messages(opened), layer)
+    last_seq = conversation.next_seq - 1  # read under the row lock
+    await publish.publish_all(conversation.pk, _opened_messages(opened, last_seq), layer)
     return opened[0][0]
 
 

@@ -194,3 +194,38 @@ def test_credentials_in_a_live_stream_are_redacted_everywhere(owner):
     assert not Event.objects.filter(text__contains=secret).exists()
     assert secret not in Recording.objects.get(turn=turn).responses
     assert "[REDACTED]" in turn.events.order_by("seq").first().text
+
+
+def test_a_model_that_cannot_be_recorded_leaves_the_turn_streaming_without_one(owner, caplog):
+    from conversations import parts
+
+    conversation = store.create_conversation(owner=owner)
+    stream = [parts.ResponseStart("anthropic", "sk-ant-api03-" + "B" * 40),
+              parts.BlockStart("b0", "message"), parts.TextDelta("b0", "Still here."),
+              parts.BlockEnd("b0"), parts.ResponseEnd("end_turn")]
+
+    async def go():
+        async with Listener(conversation.pk) as listener:
+            task = asyncio.ensure_future(
+                runner.TurnRunner(conversation, speed=0).run([stream], prompt="Hi"))
+            await listener.drain(until=task, quiet=0.2)
+            return await task, listener.messages
+
+    turn, messages = async_to_sync(go)()
+    turn.refresh_from_db()
+    assert (turn.status, turn.provider, turn.model) == ("complete", "", "")
+    assert [e.text for e in turn.events.all()] == ["Still here."]
+    assert all(m["model"] is None for m in by_type(messages, "turn"))
+    assert "model not recorded" in caplog.text
+
+
+def test_the_prompt_and_the_turn_it_opens_arrive_in_one_frame(owner):
+    conversation = store.create_conversation(owner=owner)
+    _, messages = async_to_sync(run_sample)(bundled.sample("anthropic-failed-search"),
+                                            conversation)
+    user, agent = conversation.turns.order_by("index")
+    first = messages[:3]
+    assert [(m["type"], m["turn"]) for m in first] == [
+        ("turn", str(user.pk)), ("events", str(user.pk)), ("turn", str(agent.pk))]
+    assert first[0]["ts"] == first[2]["ts"]  # published together
+    assert (first[2]["status"], first[2]["seq"]) == ("streaming", first[1]["seq_to"])
