@@ -86,9 +86,18 @@ def set_provenance(turn: Turn, provider: str, model: str) -> None:
         turn.agent_id = Turn.default_agent_id(provider, model)
     turn.validate_invariants()
     # Compare-and-set: only a row that has no provenance yet takes it.
-    if Turn.objects.filter(pk=turn.pk, provider="", model="").update(
-        provider=provider, model=model, agent_id=turn.agent_id
-    ):
+    connection = connections[router.db_for_write(Turn)]
+    tables = _Tables.of(connection)
+    if tables is None:
+        updated = Turn.objects.filter(pk=turn.pk, provider="", model="").update(
+            provider=provider, model=model, agent_id=turn.agent_id
+        )
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(tables.provenance_sql,
+                           [provider, model, turn.agent_id, tables.uuid(turn.pk)])
+            updated = cursor.rowcount
+    if updated:
         return
     stored = Turn.objects.filter(pk=turn.pk).values_list("provider", "model").first()
     if stored is None:
@@ -107,7 +116,20 @@ def finish_turn(
     if responses:
         turn.responses = dumps(list(responses))
         fields.append("responses")
-    turn.save(update_fields=fields)
+    connection = connections[router.db_for_write(Turn)]
+    tables = _Tables.of(connection)
+    if tables is None:
+        turn.save(update_fields=fields)
+        return
+    turn.validate_invariants()  # what Turn.save() checks (it touches no provenance)
+    stamp = connection.ops.adapt_datetimefield_value(turn.completed_at)
+    with connection.cursor() as cursor:
+        if responses:
+            cursor.execute(tables.finish_sql[1], [status, end_reason, stamp, turn.responses,
+                                                  tables.uuid(turn.pk)])
+        else:
+            cursor.execute(tables.finish_sql[0], [status, end_reason, stamp,
+                                                  tables.uuid(turn.pk)])
 
 
 def payload_json(value: Any) -> str:
@@ -475,6 +497,17 @@ class _Tables:
         self.event_sql = sql[Event]
         self.attribution_sql = sql[Attribution]
         conversations_table = quote(Conversation._meta.db_table)
+        turns_table = quote(Turn._meta.db_table)
+        self.provenance_sql = (
+            f"UPDATE {turns_table} SET {quote('provider')} = %s, {quote('model')} = %s, "
+            f"{quote('agent_id')} = %s WHERE {quote('id')} = %s AND {quote('provider')} = '' "
+            f"AND {quote('model')} = ''"
+        )
+        finish = (f"UPDATE {turns_table} SET {quote('status')} = %s, "
+                  f"{quote('end_reason')} = %s, {quote('completed_at')} = %s")
+        where = f" WHERE {quote('id')} = %s"
+        # (without, with) the responses column
+        self.finish_sql = (finish + where, finish + f", {quote('responses')} = %s" + where)
         self.lock_sql = (
             f"SELECT {quote('next_seq')} FROM {conversations_table} "
             f"WHERE {quote('id')} = %s{self.for_update}"
