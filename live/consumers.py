@@ -1,6 +1,7 @@
 """The websocket a conversation page subscribes to: ``/ws/conversations/<id>/``.
 
-Behind AuthMiddlewareStack and AllowedHostsOriginValidator (``turnscope.asgi``). Only the owner
+Behind AuthMiddlewareStack and AllowedHostsOriginValidator (``turnscope.asgi``; the session comes
+from ``live.middleware.WebsocketSession``, so frames are not wrapped by it). Only the owner
 of the conversation (or staff) may subscribe; the connection is accepted and then closed with an
 application close code, so the browser knows not to retry: 4401 not logged in, 4403 not yours
 (or no such conversation). Browser messages are validated (``live.protocol``) and answered to

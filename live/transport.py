@@ -1,4 +1,6 @@
-"""Daphne's sockets send what they are given at once, as asyncio's own transports do.
+"""Daphne's per-frame send path, made cheap: the live fan-out sends one frame per viewer.
+
+Daphne's sockets send what they are given at once, as asyncio's own transports do.
 
 Twisted buffers every write and registers the socket with the selector, sends on a later turn of
 the loop, then unregisters it: two ``epoll_ctl`` calls, a selector wakeup and a stack of logging
@@ -7,12 +9,18 @@ live path (``bench/live.py``). Here, when nothing is buffered, the bytes go stra
 socket; whatever the kernel does not take, and everything written while something is still
 buffered, goes down Twisted's own path, so ordering, back-pressure, producers and disconnects
 stay Twisted's. TLS connections are left alone (their bytes pass through the TLS layer first).
+
+Autobahn also formats the arguments of a debug log call for every frame it sends, whether or
+not debug logging is on, and colours them with ``click`` when click is importable (it comes
+with the dev tools): a tenth of the event loop's time in ``bench/live.py``. Nothing here shows
+autobahn's colours, so they are switched off.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import autobahn.util
 from twisted.internet import tcp
 
 _buffered_write = tcp.Connection.write
@@ -39,8 +47,10 @@ def _write(self: Any, data: bytes) -> None:
 
 
 def send_immediately() -> None:
-    """Install the immediate send on Twisted's TCP connections (idempotent)."""
+    """Install the immediate send on Twisted's TCP connections (idempotent), and plain
+    autobahn log arguments."""
     tcp.Connection.write = _write
+    autobahn.util._HAS_CLICK = False
 
 
 def restore() -> None:

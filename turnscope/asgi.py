@@ -13,6 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from live import transport  # noqa: E402
+from live.middleware import WebsocketSession  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
 
 transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
@@ -21,7 +22,7 @@ application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            WebsocketSession(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -29,9 +29,11 @@ application = asgi_application(static=True)
 if SLOW_MS:
     from channels.auth import AuthMiddlewareStack
 
+    from live.middleware import WebsocketSession
+
     application = ProtocolTypeRouter({
         "http": application.application_mapping["http"],
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+        "websocket": AllowedHostsOriginValidator(WebsocketSession(AuthMiddlewareStack(URLRouter([
             path("ws/conversations/<uuid:conversation_id>/", SlowConsumer.as_asgi()),
-        ]))),
+        ])))),
     })
