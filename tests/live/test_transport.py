@@ -67,9 +67,12 @@ def drain(connection, reactor, peer) -> bytes:
 
 
 def test_installed_by_the_asgi_module():
+    import autobahn.util
+
     import turnscope.asgi  # noqa: F401
 
     assert tcp.Connection.write is transport._write
+    assert not autobahn.util._HAS_CLICK  # plain per-frame debug arguments
 
 
 def test_a_write_with_nothing_buffered_is_sent_at_once(patched, pair):
