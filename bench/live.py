@@ -261,21 +261,28 @@ class Viewer:
         async with connect(url, additional_headers=headers, compression=None,
                            max_size=2**22) as ws:
             ready.set()
-            while not stop.is_set():
-                try:
-                    raw = await asyncio.wait_for(ws.recv(), 0.5)
-                except TimeoutError:
-                    continue
-                now = time.time() * 1000
-                self.frames += 1
-                message = orjson.loads(raw)
-                batch = message["messages"] if message.get("type") == "batch" else [message]
-                self.timeline.append((batch[0].get("ts", now), len(raw)))
-                for m in batch:
-                    if m.get("type") == "delta":
-                        self.latencies.append(now - m["ts"])
-                        self.deltas.append(m)
-                        self.bytes += len(m["text"].encode())
+            # Read until told to stop, then close: no timer per frame (a wait_for per receive
+            # cost the clients, which share the machine with the server, a third of their CPU).
+            closer = asyncio.ensure_future(self._close_on(stop, ws))
+            try:
+                async for raw in ws:
+                    now = time.time() * 1000
+                    self.frames += 1
+                    message = orjson.loads(raw)
+                    batch = message["messages"] if message.get("type") == "batch" else [message]
+                    self.timeline.append((batch[0].get("ts", now), len(raw)))
+                    for m in batch:
+                        if m.get("type") == "delta":
+                            self.latencies.append(now - m["ts"])
+                            self.deltas.append(m)
+                            self.bytes += len(m["text"].encode())
+            finally:
+                closer.cancel()
+
+    @staticmethod
+    async def _close_on(stop: asyncio.Event, ws: Any) -> None:
+        await stop.wait()
+        await ws.close()
 
 
 def check_text(viewer: Viewer, stored: list[str]) -> tuple[int, int]:
