@@ -316,15 +316,16 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
         stop = asyncio.Event()
         viewers: dict[str, list[Viewer]] = {}
         tasks = []
-        for conversation in info["conversations"]:
-            viewers[conversation] = []
-            for _ in range(args.viewers):
-                viewer, ready = Viewer(), asyncio.Event()
-                viewers[conversation].append(viewer)
-                url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation}/"
-                tasks.append(asyncio.create_task(viewer.watch(url, headers, ready, stop)))
-                await ready.wait()
+        # Paused before the last viewer connects: the server starts the replays right then.
         with collector_paused():
+            for conversation in info["conversations"]:
+                viewers[conversation] = []
+                for _ in range(args.viewers):
+                    viewer, ready = Viewer(), asyncio.Event()
+                    viewers[conversation].append(viewer)
+                    url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation}/"
+                    tasks.append(asyncio.create_task(viewer.watch(url, headers, ready, stop)))
+                    await ready.wait()
             start = await _line(proc)
             cpu0, client0 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
             done = await _line(proc, timeout=600)
