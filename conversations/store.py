@@ -256,7 +256,10 @@ def open_turns(
     """``record_turns`` on an existing conversation, returning each turn with the events it
     was given, as written (seq order): what the live path publishes."""
     conversation, made, rows = _record_turns(turns, conversation, "", None)
-    if rows is None:  # the ORM path wrote them
+    if rows is None:  # the ORM path wrote them, and left next_seq as the turn start read it
+        conversation.next_seq = (
+            Conversation.objects.values_list("next_seq", flat=True).get(pk=conversation.pk)
+        )
         return [(turn, list(turn.events.order_by("seq"))) for turn in made]
     using = router.db_for_write(Event)
     return [(turn, rows.written(turn, using)) for turn in made]
