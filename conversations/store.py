@@ -122,14 +122,11 @@ def finish_turn(
         turn.save(update_fields=fields)
         return
     turn.validate_invariants()  # what Turn.save() checks (it touches no provenance)
-    stamp = connection.ops.adapt_datetimefield_value(turn.completed_at)
+    params = [status, end_reason, connection.ops.adapt_datetimefield_value(turn.completed_at)]
+    if responses:
+        params.append(turn.responses)
     with connection.cursor() as cursor:
-        if responses:
-            cursor.execute(tables.finish_sql[1], [status, end_reason, stamp, turn.responses,
-                                                  tables.uuid(turn.pk)])
-        else:
-            cursor.execute(tables.finish_sql[0], [status, end_reason, stamp,
-                                                  tables.uuid(turn.pk)])
+        cursor.execute(tables.finish_sql[bool(responses)], [*params, tables.uuid(turn.pk)])
 
 
 def payload_json(value: Any) -> str:
@@ -208,8 +205,12 @@ def _payload_row(
 
 def append_user_turn(conversation: Conversation, text: str) -> Turn:
     """A user turn holding one message, in one transaction."""
-    spec = NewTurn(Turn.Role.USER, [EventRecord("message", text=storable(text))])
-    return record_turns([spec], conversation=conversation)[1][0]
+    return record_turns([user_turn(text)], conversation=conversation)[1][0]
+
+
+def user_turn(text: str) -> NewTurn:
+    """A user turn holding one message, for ``record_turns`` or ``open_turns``."""
+    return NewTurn(Turn.Role.USER, [EventRecord("message", text=storable(text))])
 
 
 # -- whole turns ---------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
 from conversations import parts, provenance, redaction, store
-from conversations.builder import EventBuilder, EventRecord, storable
+from conversations.builder import EventBuilder, EventRecord
 from conversations.ingest import _CONTINUATION_TRIGGERS
 from conversations.models import Conversation, Event, Turn
 from live import publish, sources, streaming
@@ -71,11 +71,7 @@ def _open_turns(
 ) -> list[tuple[Turn, list[Event]]]:
     """The user turn holding ``prompt`` (when given) and the streaming agent turn after it, with
     the recording behind the agent turn: one transaction. Each turn comes with its events."""
-    specs = []
-    if prompt:
-        specs.append(store.NewTurn(
-            Turn.Role.USER, [EventRecord("message", text=storable(redaction.redact_text(prompt)))]
-        ))
+    specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
     specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
@@ -437,9 +433,7 @@ class TurnRunner:
 
 
 def _user_turn(conversation: Conversation, text: str) -> list[tuple[Turn, list[Event]]]:
-    return store.open_turns(conversation, [store.NewTurn(
-        Turn.Role.USER, [EventRecord("message", text=storable(redaction.redact_text(text)))]
-    )])
+    return store.open_turns(conversation, [store.user_turn(redaction.redact_text(text))])
 
 
 async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
