@@ -13,18 +13,18 @@ from importlib import import_module
 from typing import Any
 
 from channels.middleware import BaseMiddleware
+from channels.sessions import CookieMiddleware
 from django.conf import settings
-from django.http import parse_cookie
 
 
-class WebsocketSession(BaseMiddleware):
+class _SessionFromCookie(BaseMiddleware):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        cookies: dict[str, str] = {}
-        for name, value in scope.get("headers", []):
-            if name == b"cookie":
-                cookies = parse_cookie(value.decode("latin1"))
-                break
         store = import_module(settings.SESSION_ENGINE).SessionStore
         # Loaded on first use, by AuthMiddleware, in a database thread.
-        session = store(cookies.get(settings.SESSION_COOKIE_NAME))
-        return await self.inner(dict(scope, cookies=cookies, session=session), receive, send)
+        session = store(scope["cookies"].get(settings.SESSION_COOKIE_NAME))
+        return await self.inner(dict(scope, session=session), receive, send)
+
+
+def WebsocketSession(inner: Any) -> Any:  # named like channels' AuthMiddlewareStack
+    """Wrap ``inner`` (an ``AuthMiddlewareStack``) with the session read from the cookie."""
+    return CookieMiddleware(_SessionFromCookie(inner))
