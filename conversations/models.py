@@ -142,9 +142,7 @@ class Turn(models.Model):
 
     @property
     def model_provenance(self) -> dict[str, str] | None:
-        if self.provider and self.model:
-            return {"provider": self.provider, "model": self.model}
-        return None
+        return provenance.agent_model(self.provider, self.model)
 
     def clean_fields(self, exclude: Any = None) -> None:
         super().clean_fields(exclude)

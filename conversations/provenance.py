@@ -19,6 +19,11 @@ class ProvenanceError(ValueError):
     """A provenance value is missing, malformed or looks like a credential."""
 
 
+def agent_model(provider: str, model: str) -> dict[str, str] | None:
+    """The ``agent.model`` object for a turn's stored provider and model (None when unknown)."""
+    return {"provider": provider, "model": model} if provider and model else None
+
+
 def looks_secret(value: str) -> bool:
     return redaction.looks_secret(value) or bool(_KEY_LIKE_RUN.search(value))
 

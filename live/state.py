@@ -9,6 +9,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.db.models import Max
 
+from conversations import provenance
 from conversations.models import Conversation, Turn
 from live import recovery, streaming
 
@@ -36,7 +37,7 @@ def conversation_state(conversation: Conversation, after: int = 0) -> dict[str, 
         turns.append({
             "id": str(id_), "index": index, "role": role, "status": status,
             "end_reason": end_reason or None,
-            "model": {"provider": provider, "model": model} if provider and model else None,
+            "model": provenance.agent_model(provider, model),
             "last_seq": newest or 0, "changed": (newest or 0) > after,
         })
     streaming_ids = [t["id"] for t in turns if t["status"] == Turn.Status.STREAMING]
