@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(
-                    model_name="conversation",
+                    model_name=model_name,
                     name="id",
                     field=models.UUIDField(
                         default=conversations.ids.uuid7,
@@ -23,37 +23,8 @@ class Migration(migrations.Migration):
                         primary_key=True,
                         serialize=False,
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="event",
-                    name="id",
-                    field=models.UUIDField(
-                        default=conversations.ids.uuid7,
-                        editable=False,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="providerpayload",
-                    name="id",
-                    field=models.UUIDField(
-                        default=conversations.ids.uuid7,
-                        editable=False,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="turn",
-                    name="id",
-                    field=models.UUIDField(
-                        default=conversations.ids.uuid7,
-                        editable=False,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
+                )
+                for model_name in ("conversation", "event", "providerpayload", "turn")
             ],
             database_operations=[],
         ),
