@@ -62,9 +62,9 @@ from conversations.projections import (
 )
 from conversations.provenance import ProvenanceError
 from conversations.redaction import redact_text
-from conversations.registries import UnregisteredValue
 from conversations.schema import InvalidDocument
 from providers.wire import MalformedInput
+from streams.registries import UnregisteredValue
 
 log = logging.getLogger("turnscope.api")
 

@@ -33,9 +33,9 @@ import orjson  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 import providers  # noqa: E402
-from conversations.builder import EventBuilder  # noqa: E402
 from conversations.ingest import ResponseFile, ingest  # noqa: E402
 from providers.wire import read  # noqa: E402
+from streams.builder import EventBuilder  # noqa: E402
 from tests.support import PROVIDER_FIXTURES, recorded  # noqa: E402
 
 

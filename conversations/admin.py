@@ -24,7 +24,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
-from conversations.registries import EVENT_KINDS
+from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
 PREVIEW_CHARS = 64 * 1024

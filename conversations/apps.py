@@ -10,8 +10,7 @@ class ConversationsConfig(AppConfig):
     def ready(self) -> None:
         # Producers register their vocabulary values on import; load them all so the
         # registries are complete wherever Django runs.
-        import conversations.builder
-        import conversations.ingest  # noqa: F401
+        import streams.run  # noqa: F401  (and the builder it runs)
         from providers import ADAPTERS
 
         for module in ADAPTERS.values():

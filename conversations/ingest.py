@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import providers
 from conversations import redaction, store
-from conversations.builder import EventBuilder, EventRecord, storable
 from conversations.models import Conversation, Turn
-from conversations.registries import TRIGGERS
-from providers.wire import MalformedInput
+from streams import run
+from streams.builder import EventBuilder, EventRecord, storable
+from streams.parts import Part
 
 log = logging.getLogger("turnscope.ingest")
-
-for _trigger in ("initial", "pause_turn", "tool_result", "continuation"):
-    TRIGGERS.register(_trigger, producer=__name__)
-
-# Why a continuation response was requested, from how the previous response ended.
-_CONTINUATION_TRIGGERS = {"pause_turn": "pause_turn", "tool_use": "tool_result"}
 
 
 @dataclass(frozen=True)
@@ -72,23 +66,15 @@ def assemble(
     """Parse every response of one turn and assemble its events, touching no database."""
     if not files:
         raise ValueError("nothing to ingest: no response given")
-    builder = EventBuilder()
-    records: list[EventRecord] = []
-    trigger = "initial"
-    for response in files:
-        builder.begin_response(trigger)
-        raw = redaction.redact_bytes(response.raw)  # credentials never get past this point
-        try:
-            for part in providers.parse(provider, raw, response.context):
-                records.extend(builder.feed(part))
-        except MalformedInput as exc:
-            exc.source = response.name
-            raise MalformedInput(exc.message, line=exc.line, source=response.name) from None
-        except UnicodeDecodeError as exc:
-            raise MalformedInput(f"not UTF-8 text ({exc.reason})", source=response.name) from None
-        records.extend(builder.end_response())
-        trigger = _CONTINUATION_TRIGGERS.get(builder.outcome.end_reason, "continuation")
+    providers.adapter(provider)  # an unknown provider is refused before any file is read
+    builder, records = run.assemble((f.name, _parts(provider, f)) for f in files)
     return builder, redaction.redact_records(records)
+
+
+def _parts(provider: str, response: ResponseFile) -> Iterator[Part]:
+    """The response's parts, read when the stream runner asks for them (so a malformed file
+    is named by it). Credentials never get past this point: the bytes are redacted first."""
+    yield from providers.parse(provider, redaction.redact_bytes(response.raw), response.context)
 
 
 def ingest(

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from conversations import provenance
 from conversations.ids import uuid7
-from conversations.registries import END_REASONS, EVENT_KINDS
+from streams.registries import END_REASONS, EVENT_KINDS
 
 
 class AppendOnlyError(RuntimeError):

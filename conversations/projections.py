@@ -19,7 +19,6 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from conversations import provenance
-from conversations.builder import storable
 from conversations.ids import uuid7
 from conversations.models import (
     Attribution,
@@ -31,8 +30,9 @@ from conversations.models import (
     url_domain,
 )
 from conversations.redaction import redact_document
-from conversations.registries import END_REASONS, EVENT_KINDS
 from conversations.schema import InvalidDocument, validate_export
+from streams.builder import storable
+from streams.registries import END_REASONS, EVENT_KINDS
 
 FORMAT = "turnscope.conversation"
 VERSION = 1

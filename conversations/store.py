@@ -16,7 +16,6 @@ from django.db import connections, router, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from conversations.builder import EventRecord, storable
 from conversations.ids import uuid7, uuid7_ints
 from conversations.models import (
     Attribution,
@@ -27,8 +26,9 @@ from conversations.models import (
     dumps,
     url_domain,
 )
-from conversations.parts import Payload
-from conversations.registries import EVENT_KINDS
+from streams.builder import EventRecord, storable
+from streams.parts import Payload
+from streams.registries import EVENT_KINDS
 
 log = logging.getLogger("turnscope.store")
 

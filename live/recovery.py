@@ -18,9 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations import store
-from conversations.builder import AttributionRecord, EventRecord
 from conversations.models import Turn
 from live import streaming
+from streams.builder import AttributionRecord, EventRecord
 
 log = logging.getLogger("turnscope.live")
 

@@ -35,12 +35,13 @@ from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
-from conversations import parts, provenance, redaction, store
-from conversations.builder import EventBuilder, EventRecord
-from conversations.ingest import _CONTINUATION_TRIGGERS
+from conversations import provenance, redaction, store
 from conversations.models import Conversation, Event, Turn
 from live import publish, sources, streaming
 from live.models import Recording
+from streams import parts
+from streams.builder import EventRecord
+from streams.run import TurnStream
 
 log = logging.getLogger("turnscope.live")
 
@@ -163,7 +164,8 @@ class TurnRunner:
         self.coalesce = coalesce
         self.layer = layer
         self.turn: Turn | None = None
-        self.builder = EventBuilder()
+        self.stream = TurnStream(on_unreadable="cut")
+        self.builder = self.stream.builder
         self.last_seq = 0
         # tail state
         self.delta_seq = 0
@@ -197,26 +199,19 @@ class TurnRunner:
         self._due = loop.time()
         await self._start(prompt, recording)
         beat = asyncio.create_task(self._heartbeat())
-        trigger = "initial"
+        stream = self.stream
         try:
             for response in responses:
-                self.builder.begin_response(trigger)
-                try:
-                    for part in response:
+                if stream.done:  # cut or failed: nothing continues it
+                    break
+                for part, records in stream.response(response):
+                    if part is None:  # the response ended
+                        await self._flush()
+                        await self._commit(records, closes_tail=True)
+                    else:
                         await self._wait(sources.pace(part))
-                        await self._handle(part)
-                except (ValueError, TypeError) as exc:  # unreadable rest: the stream stops here
-                    log.warning("turn %s: stream stopped: %s", self.turn.pk, exc)
-                    await self._flush()
-                    await self._commit(self.builder.end_response(), closes_tail=True)
-                    break
-                await self._flush()
-                await self._commit(self.builder.end_response(), closes_tail=True)
-                if self.builder.outcome.status in ("interrupted", "failed"):
-                    break
-                trigger = _CONTINUATION_TRIGGERS.get(self.builder.outcome.end_reason,
-                                                     "continuation")
-            await self._finish(self.builder.outcome.status, self.builder.outcome.end_reason)
+                        await self._handle(part, records)
+            await self._finish(stream.outcome.status, stream.outcome.end_reason)
         except asyncio.CancelledError:
             await asyncio.shield(self._abort())
             raise
@@ -253,12 +248,12 @@ class TurnRunner:
                 await asyncio.sleep(self._due - now)
             return
 
-    async def _handle(self, part: parts.Part) -> None:
+    async def _handle(self, part: parts.Part, records: list[EventRecord]) -> None:
+        """What ``part`` changes on the page; ``records`` are the events feeding it completed."""
         if isinstance(part, parts.BlockStart):
             await self._flush_text()
             if not part.redacted:
                 await self._open_tail(part.key, part.kind)
-        records = self.builder.feed(part)
         if isinstance(part, parts.ResponseStart) and not self._provenance_done:
             await self._provenance()
         elif isinstance(part, parts.TextDelta) and part.text:
@@ -406,7 +401,7 @@ class TurnRunner:
             return
         try:
             await self._flush()
-            records = self.builder.end_response()
+            records = self.stream.end()
             await self._commit(records, closes_tail=True)
             await self._finish("interrupted", "interrupted")
         except Exception:

@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 
 import providers
-from conversations import parts, redaction
+from conversations import redaction
 from conversations.models import Event, Turn
+from streams import parts
 
 CHARS_PER_SECOND = 90.0
 SEARCH_SECONDS = 1.4

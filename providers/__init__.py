@@ -2,7 +2,7 @@
 
 An adapter is a module with ``PROVIDER`` (its name) and
 ``parse(wire: WireInput, context: WireContext) -> Iterator[Part]``. Adapters never touch Django
-models; they only translate wire frames into ``conversations.parts``.
+models; they only translate wire frames into ``streams.parts``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from conversations.parts import Part
 from providers.wire import MalformedInput, WireInput, read
+from streams.parts import Part
 
 ADAPTERS = {
     "anthropic": "providers.anthropic",

@@ -28,7 +28,9 @@ from typing import Any
 
 import orjson
 
-from conversations.parts import (
+from providers import WireContext
+from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -43,9 +45,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext
-from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 
 PROVIDER = "anthropic"
 DEFAULT_API_VERSION = "2023-06-01"

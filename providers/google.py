@@ -70,7 +70,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from conversations.parts import (
+from providers import WireContext
+from providers.wire import DONE, Frame, MalformedInput, WireInput
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -85,9 +87,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext
-from providers.wire import DONE, Frame, MalformedInput, WireInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 
 PROVIDER = "google"
 DEFAULT_API_VERSION = "v1beta"

@@ -68,7 +68,9 @@ from typing import Any, Literal
 
 import orjson
 
-from conversations.parts import (
+from providers import WireContext
+from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -83,9 +85,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext
-from providers.wire import DONE, Frame, MalformedInput, Row, WireInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 
 PROVIDER = "openai"
 API_VERSION = "v1"

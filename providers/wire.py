@@ -20,21 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-
-class MalformedInput(ValueError):
-    """The input cannot be read as the wire format it claims to be."""
-
-    def __init__(self, message: str, *, line: int | None = None, source: str = "") -> None:
-        self.message = message
-        self.line = line
-        self.source = source
-        super().__init__(self.__str__())
-
-    def __str__(self) -> str:
-        where = self.source or "input"
-        if self.line is not None:
-            where = f"{where}, line {self.line}"
-        return f"{where}: {self.message}"
+from streams.errors import MalformedInput
 
 
 class Frame(NamedTuple):

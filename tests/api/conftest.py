@@ -9,9 +9,9 @@ from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
 from conversations import store
-from conversations.builder import AttributionRecord, EventRecord
 from conversations.models import Conversation
-from conversations.parts import Payload
+from streams.builder import AttributionRecord, EventRecord
+from streams.parts import Payload
 
 _caches = itertools.count()
 CITATION = {"type": "web_search_result_location", "url": "https://meteo.example.fr/paris",

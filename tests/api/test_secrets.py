@@ -19,10 +19,10 @@ from django.apps import apps
 from django.db import connection
 
 from conversations import redaction
-from conversations.builder import AttributionRecord, EventRecord
 from conversations.ingest import ResponseFile, ingest
-from conversations.parts import Payload
 from providers.wire import DONE, read
+from streams.builder import AttributionRecord, EventRecord
+from streams.parts import Payload
 from tests.api.conftest import fixture_turns, require_adapter, response_files
 
 pytestmark = pytest.mark.django_db

@@ -2,9 +2,9 @@
 
 import pytest
 
-from conversations import parts
-from conversations.builder import EventBuilder
-from conversations.registries import UnregisteredValue
+from streams import parts
+from streams.builder import EventBuilder
+from streams.registries import UnregisteredValue
 
 
 def run(*responses: list[parts.Part], cut_last: bool = False) -> tuple[EventBuilder, list]:

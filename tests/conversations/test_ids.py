@@ -24,7 +24,7 @@ def test_ids_sort_by_creation_time_and_never_repeat():
 
 def test_new_rows_get_time_ordered_ids(db):
     from conversations import store
-    from conversations.builder import EventRecord
+    from streams.builder import EventRecord
 
     conversation = store.create_conversation(title="t")
     turn = store.start_turn(conversation, "user")

@@ -215,7 +215,9 @@ def test_usage_counters_are_reported_not_stored(capsys):
 def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
-                    '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n')
+                    '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n'
+                    '{"type":"message_delta","delta":{"stop_reason":"pause_turn"}}\n'
+                    '{"type":"message_stop"}\n')
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
                    '"role":"assistant","model":"claude-x","content":[]}}\n'
@@ -223,6 +225,19 @@ def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path):
     before = Event.objects.count(), Turn.objects.count()
     with pytest.raises(CommandError, match=r"bad\.jsonl, line 2"):
         call_command("ingest", "--provider", "anthropic", str(good), str(bad))
+    assert (Event.objects.count(), Turn.objects.count()) == before
+
+
+def test_a_continuation_of_a_cut_response_is_refused_by_name(tmp_path):
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
+                   '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n')
+    more = tmp_path / "more.jsonl"
+    more.write_text(cut.read_text())
+    before = Event.objects.count(), Turn.objects.count()
+    with pytest.raises(CommandError, match=r"more\.jsonl: cannot continue a turn that ended "
+                                           r"interrupted"):
+        call_command("ingest", "--provider", "anthropic", str(cut), str(more))
     assert (Event.objects.count(), Turn.objects.count()) == before
 
 

@@ -2,7 +2,6 @@ import pytest
 from django.db.models.deletion import ProtectedError
 
 from conversations import store
-from conversations.builder import AttributionRecord, EventRecord
 from conversations.models import (
     AppendOnlyError,
     Attribution,
@@ -11,8 +10,9 @@ from conversations.models import (
     ProviderPayload,
     Turn,
 )
-from conversations.parts import Payload
 from conversations.provenance import ProvenanceError
+from streams.builder import AttributionRecord, EventRecord
+from streams.parts import Payload
 
 pytestmark = pytest.mark.django_db
 
@@ -104,8 +104,8 @@ def test_default_agent_id_fits_its_column():
 
 def test_nul_characters_are_stored_as_replacement_characters():
     """PostgreSQL text cannot hold NUL; one code point for one keeps ranges valid."""
-    from conversations import parts
-    from conversations.builder import EventBuilder
+    from streams import parts
+    from streams.builder import EventBuilder
 
     builder = EventBuilder()
     builder.begin_response("initial")

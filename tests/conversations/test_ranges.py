@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conversations.ranges import resolve
+from streams.ranges import resolve
 
 
 def test_utf8_offsets_are_converted_to_code_points():

@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 import providers
-from conversations import parts
-from conversations.builder import EventBuilder
 from conversations.ingest import ResponseFile, assemble
-from conversations.registries import ALL, END_REASONS, Registry
+from streams import parts
+from streams.builder import EventBuilder
+from streams.registries import ALL, END_REASONS, Registry
 from tests.support import PROVIDER_FIXTURES, REPO, recorded
 
 SAMPLES = REPO / "live" / "samples"
@@ -127,24 +127,24 @@ def observed() -> dict[str, dict[str, set[str]]]:
             elif isinstance(part, parts.Activity):
                 seen["activity_names"][part.name].add(producer)
             for event in builder.feed(part):
-                seen["event_kinds"][event.kind].add("conversations.builder")
+                seen["event_kinds"][event.kind].add("streams.builder")
         for event in builder.end_response():
-            seen["event_kinds"][event.kind].add("conversations.builder")
+            seen["event_kinds"][event.kind].add("streams.builder")
         if builder.outcome.end_reason in {"interrupted", "error"} and not any(
             isinstance(p, parts.ResponseEnd) for p in providers.parse(provider, raw, context)
         ):
-            seen["end_reasons"][builder.outcome.end_reason].add("conversations.builder")
+            seen["end_reasons"][builder.outcome.end_reason].add("streams.builder")
     # The builder's own end reasons: a cut stream, and an error it records itself.
     cut = EventBuilder()
     cut.begin_response("initial")
     cut.feed(parts.ResponseStart("x", "y"))
     cut.end_response()
-    seen["end_reasons"][cut.outcome.end_reason].add("conversations.builder")
+    seen["end_reasons"][cut.outcome.end_reason].add("streams.builder")
     failed = EventBuilder()
     failed.begin_response("initial")
     failed.feed(parts.StreamError("overloaded"))
-    seen["end_reasons"][failed.outcome.end_reason].add("conversations.builder")
-    # Triggers: how ingest chains the responses of one turn.
+    seen["end_reasons"][failed.outcome.end_reason].add("streams.builder")
+    # Triggers: how the stream runner chains the responses of one turn.
     chains = [
         [_anthropic("pause_turn"), _anthropic("tool_use", [
             {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]), _anthropic("end_turn"),
@@ -154,7 +154,7 @@ def observed() -> dict[str, dict[str, set[str]]]:
         builder, _ = assemble("anthropic", [ResponseFile(f"r{i}", raw)
                                             for i, raw in enumerate(chain)])
         for response in builder.responses:
-            seen["triggers"][response["trigger"]].add("conversations.ingest")
+            seen["triggers"][response["trigger"]].add("streams.run")
     return seen
 
 

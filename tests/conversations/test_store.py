@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from conversations import store
-from conversations.builder import AttributionRecord, EventRecord
 from conversations.models import Conversation, Turn
-from conversations.parts import Payload
 from conversations.projections import turn_dict
 from conversations.provenance import ProvenanceError
+from streams.builder import AttributionRecord, EventRecord
+from streams.parts import Payload
 
 pytestmark = pytest.mark.django_db
 

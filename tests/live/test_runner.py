@@ -197,7 +197,7 @@ def test_credentials_in_a_live_stream_are_redacted_everywhere(owner):
 
 
 def test_a_model_that_cannot_be_recorded_leaves_the_turn_streaming_without_one(owner, caplog):
-    from conversations import parts
+    from streams import parts
 
     conversation = store.create_conversation(owner=owner)
     stream = [parts.ResponseStart("anthropic", "sk-ant-api03-" + "B" * 40),

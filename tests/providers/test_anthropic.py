@@ -8,7 +8,9 @@ import orjson
 import pytest
 
 import providers
-from conversations.parts import (
+from providers import WireContext, anthropic
+from providers.wire import MalformedInput
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -22,9 +24,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext, anthropic
-from providers.wire import MalformedInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 from tests.support import part_payloads, recorded
 
 WEB_SEARCH_STREAM = "vercel-ai__anthropic-web-search-tool.1.chunks.txt"

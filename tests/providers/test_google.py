@@ -9,8 +9,10 @@ import orjson
 import pytest
 
 import providers
-from conversations import ranges
-from conversations.parts import (
+from providers import WireContext, google
+from providers.wire import MalformedInput
+from streams import ranges
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -24,9 +26,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext, google
-from providers.wire import MalformedInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 from tests.support import Recorded, recorded
 
 STREAM = "pydantic-ai__test_google_model_web_search_tool_stream.yaml"

@@ -9,8 +9,11 @@ import orjson
 import pytest
 
 import providers
-from conversations import builder as builder_module
-from conversations.parts import (
+from providers import WireContext
+from providers import openai as adapter
+from providers.wire import MalformedInput
+from streams import builder as builder_module
+from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
@@ -23,10 +26,7 @@ from conversations.parts import (
     ToolCall,
     Usage,
 )
-from conversations.registries import ACTIVITY_NAMES, END_REASONS
-from providers import WireContext
-from providers import openai as adapter
-from providers.wire import MalformedInput
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 from tests.support import part_payloads, recorded
 
 WEB_SEARCH_STREAM = "vercel-ai__openai-web-search-tool.1.chunks.txt"

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 import providers
 from conversations.ingest import ResponseFile, ingest
 from conversations.provenance import ProvenanceError
-from conversations.registries import UnregisteredValue
 from providers.wire import MalformedInput
+from streams.registries import UnregisteredValue
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ A range is stored only if it addresses the event's final text exactly; otherwise
 
 from __future__ import annotations
 
-from conversations.parts import RangeUnit
+from streams.parts import RangeUnit
 
 
 class Offsets:

@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations import parts, ranges
-from conversations.registries import ACTIVITY_NAMES, END_REASONS, EVENT_KINDS, TRIGGERS
+from streams import parts, ranges
+from streams.registries import ACTIVITY_NAMES, END_REASONS, EVENT_KINDS, TRIGGERS
 
 log = logging.getLogger("turnscope.builder")
 

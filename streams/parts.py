@@ -1,7 +1,7 @@
 """The raw part protocol: provider-neutral stream parts.
 
 Adapters (``providers/``) translate wire formats into these parts; the one EventBuilder
-(``conversations.builder``) turns them into events. Nothing here knows a provider or Django.
+(``streams.builder``) turns them into events. Nothing here knows a provider or Django.
 
 A *block* is text that streams (assistant text or reasoning): ``BlockStart``, any number of
 ``TextDelta`` and ``Citation`` parts in any order, then ``BlockEnd`` with the block's native
