@@ -59,6 +59,7 @@ from conversations.projections import (
     export_json,
     import_document,
     turn_dict,
+    turns_with_events,
 )
 from conversations.provenance import ProvenanceError
 from conversations.redaction import redact_text
@@ -221,11 +222,8 @@ class ConversationTurnsView(ApiView):
         if fmt == "openwop":
             return Response(openwop.conversation_turns(conversation))
         projection = self.projection(conversation)
-        turns = list(conversation.turns.order_by("index"))
-        by_turn: dict[Any, list[Any]] = {t.id: [] for t in turns}
-        for event in events_queryset(projection).filter(conversation=conversation):
-            by_turn[event.turn_id].append(event)
-        return Response([turn_dict(t, by_turn[t.id], projection) for t in turns])
+        return Response([turn_dict(t, events, projection)
+                         for t, events in turns_with_events(conversation, projection)])
 
 
 class ConversationEventsView(ApiView):

@@ -16,6 +16,7 @@ import providers
 from conversations import redaction, store
 from conversations.models import Conversation, Turn
 from streams import run
+from streams.bodies import ActivityBody
 from streams.builder import EventBuilder, EventRecord, storable
 from streams.parts import Part
 
@@ -92,17 +93,16 @@ def ingest(
     prompt = storable(redaction.redact_text(prompt))
     turns = []
     if prompt:
-        turns.append(store.NewTurn(Turn.Role.USER, [EventRecord("message", text=prompt)]))
+        turns.append(store.user_turn(prompt))
     turns.append(store.NewTurn(
         Turn.Role.AGENT, records, status=builder.outcome.status,
         end_reason=builder.outcome.end_reason, responses=builder.responses,
         provider=builder.provider, model=builder.model, finished=True,
     ))
     # The whole turn is known: conversation, turns and every row in one transaction.
-    conversation, written = store.record_turns(
-        turns, conversation=conversation, owner=owner,
-        title="" if conversation is not None else title or _title(prompt, records, builder),
-    )
+    into = conversation if conversation is not None else store.NewConversation(
+        title=title or _title(prompt, records, builder), owner=owner)
+    conversation, written = store.record_turns(turns, into)
     turn = written[-1]
     summary = _summary(conversation, turn, builder, records)
     log.info(
@@ -127,8 +127,8 @@ def _summary(
 ) -> IngestSummary:
     activities: dict[str, str] = {}
     for record in records:
-        if record.kind == "hosted_activity":
-            activities[record.activity_id] = record.body["activity"]["state"]
+        if isinstance(record.body, ActivityBody):
+            activities[record.body.id] = record.body.state
     return IngestSummary(
         conversation=conversation,
         turn=turn,

@@ -15,9 +15,11 @@ import orjson
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from conversations import provenance
 from conversations.ids import uuid7
+from streams import bodies
 from streams.registries import END_REASONS, EVENT_KINDS
 
 
@@ -220,8 +222,10 @@ class Event(AppendOnlyModel):
     incomplete = models.BooleanField(default=False)
     # Kind-specific portable fields as JSON text (activity, call, artifact type, redaction...).
     body = models.TextField(default="{}")
-    # Hosted activity correlation key (the provider's id); empty for other kinds.
+    # Derived from the body by the store (conversations.store), for queries: the hosted
+    # activity's correlation key (the provider's id) and its name; empty for other kinds.
     activity_id = models.CharField(max_length=200, blank=True, db_index=True)
+    activity_name = models.CharField(max_length=100, blank=True)
     payload = models.ForeignKey(
         ProviderPayload, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
@@ -241,9 +245,10 @@ class Event(AppendOnlyModel):
         EVENT_KINDS.check(self.kind)
         super().save(*args, **kwargs)
 
-    @property
-    def data(self) -> dict[str, Any]:
-        return orjson.loads(self.body)
+    @cached_property
+    def typed_body(self) -> bodies.Body:
+        """The kind's typed body (``streams.bodies``), read from the stored JSON."""
+        return bodies.load(self.kind, self.body)
 
 
 class Attribution(AppendOnlyModel):

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from conversations.models import Conversation, Event, Turn
-from conversations.projections import event_dict, events_queryset
+from conversations.projections import event_dict, turns_with_events
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:-]")  # "~" is the escape character, so it is escaped too
 
@@ -69,8 +69,5 @@ def turn_dict(conversation_id: Any, turn: Turn, events: Iterable[Event]) -> dict
 
 def conversation_turns(conversation: Conversation) -> list[dict[str, Any]]:
     """Every turn of ``conversation`` as an OpenWOP ConversationTurn, in turn order."""
-    turns = list(conversation.turns.order_by("index"))
-    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
-    for event in events_queryset("portable").filter(conversation=conversation):
-        by_turn[event.turn_id].append(event)
-    return [turn_dict(conversation.pk, t, by_turn[t.id]) for t in turns]
+    return [turn_dict(conversation.pk, t, events)
+            for t, events in turns_with_events(conversation, "portable")]

@@ -18,20 +18,13 @@ import orjson
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
-from conversations import provenance
-from conversations.ids import uuid7
-from conversations.models import (
-    Attribution,
-    Conversation,
-    Event,
-    ProviderPayload,
-    Turn,
-    dumps,
-    url_domain,
-)
+from conversations import provenance, store
+from conversations.models import Attribution, Conversation, Event, Turn
 from conversations.redaction import redact_document
 from conversations.schema import InvalidDocument, validate_export
-from streams.builder import storable
+from streams.bodies import MessageBody, ReasoningBody, body_class
+from streams.builder import AttributionRecord, EventRecord, storable
+from streams.parts import Payload
 from streams.registries import END_REASONS, EVENT_KINDS
 
 FORMAT = "turnscope.conversation"
@@ -49,19 +42,19 @@ def _timestamp(value: datetime | None) -> str | None:
 
 def event_dict(event: Event, projection: Projection = "portable") -> dict[str, Any]:
     out: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind}
-    body = orjson.loads(event.body)
-    if event.kind == "message":
+    body = event.typed_body
+    if isinstance(body, MessageBody):
         out["text"] = event.text
         out["incomplete"] = event.incomplete
         out["attributions"] = [
             attribution_dict(a, projection) for a in event.attributions.all()
         ]
-    elif event.kind == "reasoning":
+    elif isinstance(body, ReasoningBody):
         out["text"] = event.text
-        out["redacted"] = bool(body.get("redacted"))
+        out["redacted"] = body.redacted
         out["incomplete"] = event.incomplete
     else:
-        out.update(body)
+        out.update(body.to_body())  # the export event carries its body's fields
     if projection == "native" and event.payload_id:
         out["payload"] = event.payload.as_dict()
     return out
@@ -109,15 +102,28 @@ def events_queryset(projection: Projection = "portable") -> QuerySet[Event]:
     return qs.select_related("payload") if projection == "native" else qs
 
 
+def turns_with_events(
+    conversation: Conversation, projection: Projection = "portable",
+    turns: list[Turn] | None = None,
+) -> list[tuple[Turn, list[Event]]]:
+    """Every turn of ``conversation`` in index order (or the given ones, in their order), each
+    with its events in seq order, read for ``projection`` in one query."""
+    if turns is None:
+        turns = list(conversation.turns.order_by("index"))
+        events = events_queryset(projection).filter(conversation=conversation)
+    else:
+        events = events_queryset(projection).filter(conversation=conversation, turn__in=turns)
+    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
+    for event in events:
+        by_turn[event.turn_id].append(event)
+    return [(turn, by_turn[turn.id]) for turn in turns]
+
+
 def conversation_dict(
     conversation: Conversation, projection: Projection = "portable"
 ) -> dict[str, Any]:
     if projection not in PROJECTIONS:
         raise ValueError(f"unknown projection {projection!r}")
-    turns = list(conversation.turns.order_by("index"))
-    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
-    for event in events_queryset(projection).filter(conversation=conversation):
-        by_turn[event.turn_id].append(event)
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -129,7 +135,8 @@ def conversation_dict(
             "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id
             else None,
         },
-        "turns": [turn_dict(t, by_turn[t.id], projection) for t in turns],
+        "turns": [turn_dict(t, events, projection)
+                  for t, events in turns_with_events(conversation, projection)],
     }
 
 
@@ -161,7 +168,7 @@ def _datetime(value: Any, where: str) -> datetime | None:
         raise InvalidDocument(f"{where}: {value!r} is not an ISO 8601 timestamp") from None
 
 
-def _payload_row(value: Any, where: str) -> ProviderPayload | None:
+def _payload(value: Any, where: str) -> Payload | None:
     if value is None:
         return None
     _require(isinstance(value, dict), where, "a payload must be an object")
@@ -172,9 +179,7 @@ def _payload_row(value: Any, where: str) -> ProviderPayload | None:
         _require(isinstance(value[key], str) and value[key], where, f"payload {key} must be a "
                  "non-empty string")
     _check_decodes(value, where)
-    return ProviderPayload.build(
-        value["provider"], value["format"], value["version"], orjson.dumps(value["value"]).decode()
-    )
+    return Payload(value["provider"], value["format"], value["version"], value["value"])
 
 
 def _check_decodes(payload: dict[str, Any], where: str) -> None:
@@ -212,113 +217,80 @@ def _check_provenance(doc: dict[str, Any]) -> None:
 
 
 def import_document(doc: Any, *, owner: Any = None) -> Conversation:
-    """Create a conversation from an export document (either projection). All or nothing.
-    Credentials found anywhere in it are redacted on the way in."""
+    """Create a conversation from an export document (either projection), through the store.
+    All or nothing. Credentials found anywhere in it are redacted on the way in."""
     validate_export(doc)
     _check_provenance(doc)  # before redaction: a credential posing as a model is refused
     doc = redact_document(doc)
     with transaction.atomic():
         fresh = _ids_taken(doc)
 
-        def new_id(value: str, where: str) -> uuid.UUID:
-            return uuid7() if fresh else _uuid(value, where)
+        def given_id(value: str, where: str) -> uuid.UUID | None:
+            return None if fresh else _uuid(value, where)  # None: the store makes one
 
         meta = doc["conversation"]
         forked_from = None
         if meta.get("forked_from"):
             forked_from = Conversation.objects.filter(pk=_uuid(meta["forked_from"],
                                                                "conversation.forked_from")).first()
-        conversation = Conversation(
-            id=new_id(meta["id"], "conversation.id"), owner=owner,
-            title=storable(meta.get("title", "")),
-            forked_from=forked_from,
-        )
-        created = _datetime(meta.get("created_at"), "conversation.created_at")
-        if created:
-            conversation.created_at = conversation.updated_at = created
-        conversation.save(force_insert=True)
-        events: list[Event] = []
-        attributions: list[Attribution] = []
-        payloads: list[ProviderPayload] = []
-        max_seq = 0
-        for t_index, t in enumerate(doc["turns"]):
-            where = f"turns[{t_index}]"
-            _require(t["index"] == t_index, where, "turn indexes must be 0, 1, 2, … in order")
-            model = (t.get("agent") or {}).get("model") or {}
-            if t.get("end_reason"):
-                _require(t["end_reason"] in END_REASONS, where,
-                         f"unknown end_reason {t['end_reason']!r}")
-            turn = Turn(
-                id=new_id(t["id"], f"{where}.id"), conversation=conversation, index=t["index"],
-                role=t["role"], status=t["status"], end_reason=t.get("end_reason") or "",
-                agent_id=(t.get("agent") or {}).get("agentId", ""),
-                provider=model.get("provider", ""), model=model.get("model", ""),
-                responses=dumps(t.get("responses", [])),
-            )
-            created = _datetime(t.get("created_at"), f"{where}.created_at")
-            if created:
-                turn.created_at = created
-            turn.save(force_insert=True)
-            for e_index, e in enumerate(t["events"]):
-                e_where = f"{where}.events[{e_index}]"
-                _require(e["kind"] in EVENT_KINDS, e_where, f"unknown event kind {e['kind']!r}")
-                max_seq = max(max_seq, e["seq"])
-                event, event_attributions = _event_rows(e, e_where, conversation, turn, payloads,
-                                                        new_id(e["id"], f"{e_where}.id"))
-                events.append(event)
-                attributions.extend(event_attributions)
-        seqs = [e.seq for e in events]
+        turns = [_new_turn(t, f"turns[{t_index}]", t_index, given_id)
+                 for t_index, t in enumerate(doc["turns"])]
+        seqs = [seq for turn in turns for seq in turn.seqs or ()]
         _require(len(seqs) == len(set(seqs)), "turns", "event seqs must be unique")
-        ProviderPayload.objects.bulk_create(payloads)
-        Event.objects.bulk_create(events)
-        Attribution.objects.bulk_create(attributions)
-        Conversation.objects.filter(pk=conversation.pk).update(next_seq=max_seq + 1)
-    conversation.refresh_from_db()
+        conversation, _ = store.record_turns(turns, store.NewConversation(
+            id=given_id(meta["id"], "conversation.id"), owner=owner,
+            title=storable(meta.get("title", "")), forked_from=forked_from,
+            created_at=_datetime(meta.get("created_at"), "conversation.created_at"),
+        ))
     return conversation
 
 
-_MESSAGE_FIELDS = {"id", "seq", "kind", "text", "incomplete", "attributions", "payload"}
-_REASONING_FIELDS = {"id", "seq", "kind", "text", "redacted", "incomplete", "payload"}
-
-
-def _event_rows(
-    e: dict[str, Any], where: str, conversation: Conversation, turn: Turn,
-    payloads: list[ProviderPayload], event_id: uuid.UUID,
-) -> tuple[Event, list[Attribution]]:
-    payload = _payload_row(e.get("payload"), f"{where}.payload")
-    if payload:
-        payloads.append(payload)
-    kind = e["kind"]
-    text, incomplete, body = "", False, {}
-    if kind == "message":
-        text, incomplete = storable(e.get("text", "")), bool(e.get("incomplete"))
-    elif kind == "reasoning":
-        text, incomplete = storable(e.get("text", "")), bool(e.get("incomplete"))
-        body = {"redacted": bool(e.get("redacted"))}
-    else:
-        body = {k: v for k, v in e.items() if k not in {"id", "seq", "kind", "payload"}}
-    activity_id = ""
-    if kind == "hosted_activity":
-        activity_id = str((body.get("activity") or {}).get("id", ""))
-    event = Event(
-        id=event_id, conversation=conversation, turn=turn, seq=e["seq"], kind=kind, text=text,
-        incomplete=incomplete, body=dumps(body), activity_id=activity_id, payload=payload,
+def _new_turn(
+    t: dict[str, Any], where: str, t_index: int, given_id: Any
+) -> store.NewTurn:
+    _require(t["index"] == t_index, where, "turn indexes must be 0, 1, 2, … in order")
+    agent = t.get("agent") or {}
+    model = agent.get("model") or {}
+    if t.get("end_reason"):
+        _require(t["end_reason"] in END_REASONS, where,
+                 f"unknown end_reason {t['end_reason']!r}")
+    records = []
+    for e_index, e in enumerate(t["events"]):
+        e_where = f"{where}.events[{e_index}]"
+        _require(e["kind"] in EVENT_KINDS, e_where, f"unknown event kind {e['kind']!r}")
+        records.append(_record(e, e_where))
+    event_ids = [given_id(e["id"], f"{where}.events[{n}].id") for n, e in enumerate(t["events"])]
+    return store.NewTurn(
+        t["role"], records, status=t["status"], end_reason=t.get("end_reason") or "",
+        responses=t.get("responses", []), provider=model.get("provider", ""),
+        model=model.get("model", ""), agent_id=agent.get("agentId", ""),
+        id=given_id(t["id"], f"{where}.id"),
+        created_at=_datetime(t.get("created_at"), f"{where}.created_at"),
+        event_ids=None if None in event_ids else event_ids,
+        seqs=[e["seq"] for e in t["events"]],
     )
-    rows = []
+
+
+def _record(e: dict[str, Any], where: str) -> EventRecord:
+    """The event ``e`` of a document as the store takes it: the kind's typed body read from
+    the event's own fields (an export event carries its body's), the text, the attributions."""
+    kind = e["kind"]
+    payload = _payload(e.get("payload"), f"{where}.payload")
+    body = body_class(kind).from_body(e)
+    text, incomplete = "", False
+    if kind in ("message", "reasoning"):
+        text, incomplete = storable(e.get("text", "")), bool(e.get("incomplete"))
+    attributions = []
     for ordinal, a in enumerate(e.get("attributions", []) if kind == "message" else []):
         a_where = f"{where}.attributions[{ordinal}]"
         span = a.get("range")
         if span is not None:
             _require(0 <= span["start"] < span["end"] <= len(text), a_where,
                      "range does not address the event text")
-        replay = _payload_row(a.get("replay"), f"{a_where}.replay")
-        if replay:
-            payloads.append(replay)
-        url = storable(a["source"].get("url", ""))
-        rows.append(Attribution(
-            event=event, ordinal=ordinal, url=url, domain=url_domain(url),
-            title=storable(a["source"].get("title", "")), excerpt=storable(a.get("excerpt", "")),
-            range_start=span["start"] if span else None, range_end=span["end"] if span else None,
-            incomplete=bool(a.get("incomplete")), replay=replay,
+        attributions.append(AttributionRecord(
+            storable(a["source"].get("url", "")), storable(a["source"].get("title", "")),
+            storable(a.get("excerpt", "")), span["start"] if span else None,
+            span["end"] if span else None, bool(a.get("incomplete")),
+            _payload(a.get("replay"), f"{a_where}.replay"),
         ))
-    return event, rows
+    return EventRecord(kind, text, incomplete, body, attributions, payload)

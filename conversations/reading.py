@@ -27,13 +27,14 @@ from conversations.models import (
     Turn,
     TurnFragment,
 )
-from conversations.projections import events_queryset, turn_dict
+from conversations.projections import turn_dict, turns_with_events
 from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
     clean_search_entry_point,
     render_turn,
 )
+from streams.bodies import ActivityBody, ArtifactBody
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
@@ -73,8 +74,11 @@ def _style_hashes(data: dict[str, Any]) -> list[str]:
     chip), which its sandboxed srcdoc iframe inherits the page's policy for."""
     hashes = []
     for event in data["events"]:
-        if event["kind"] == "provider_artifact" and event.get("display_html"):
-            cleaned = clean_search_entry_point(event["display_html"])
+        if event["kind"] != ArtifactBody.kind:
+            continue
+        display = ArtifactBody.from_body(event).display_html
+        if display:
+            cleaned = clean_search_entry_point(display)
             if cleaned.startswith("<style>"):
                 css = cleaned[len("<style>"):cleaned.index("</style>")]
                 digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
@@ -161,11 +165,7 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
 def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
     if not turns:
         return []
-    by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
-    events = events_queryset("portable").filter(conversation=conversation, turn__in=turns)
-    for event in events:
-        by_turn[event.turn_id].append(event)
-    datas = [turn_dict(t, by_turn[t.id]) for t in turns]
+    datas = [turn_dict(t, events) for t, events in turns_with_events(conversation, turns=turns)]
     known = cached_html(datas)
     views = []
     for turn, data in zip(turns, datas, strict=True):
@@ -227,8 +227,8 @@ def conversation_rows(
         .values("event__conversation").annotate(n=Count("pk")).values("n")[:1]
     )
     searches = Subquery(
-        Event.objects.filter(conversation=OuterRef("pk"), kind="hosted_activity",
-                             body__contains='"name":"web_search"').order_by()
+        Event.objects.filter(conversation=OuterRef("pk"), kind=ActivityBody.kind,
+                             activity_name="web_search").order_by()
         .values("conversation").annotate(n=Count("activity_id", distinct=True)).values("n")[:1]
     )
     return qs.annotate(

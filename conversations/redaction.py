@@ -287,8 +287,8 @@ def _any_secret(records: list[Any]) -> bool:
     texts: list[str] = []
     values: list[Any] = []
     for record in records:
-        texts += (record.text, getattr(record, "activity_id", ""))
-        values += (record.body, record.payload.value if record.payload else None)
+        texts.append(record.text)
+        values += (record.body.to_body(), record.payload.value if record.payload else None)
         for a in record.attributions:
             texts += (a.url, a.title, a.excerpt)
             values.append(a.replay.value if a.replay else None)
@@ -312,14 +312,15 @@ def redact_records(records: Iterable[Any]) -> list[Any]:
             for a in record.attributions:
                 if a.start is not None and a.end is not None:
                     a.start, a.end = remap(a.start, False), remap(a.end, True)
-        record.body = redact_value(record.body)
+        body = record.body.to_body()
+        clean = redact_value(body)
+        if clean is not body:
+            record.body = type(record.body).from_body(clean)
         for a in record.attributions:
             a.url, a.title, a.excerpt = redact_text(a.url), redact_text(a.title), redact_text(
                 a.excerpt)
             a.replay = _redact_payload(a.replay)
         record.payload = _redact_payload(record.payload)
-        if getattr(record, "activity_id", ""):
-            record.activity_id = redact_text(record.activity_id)
         out.append(record)
     return out
 

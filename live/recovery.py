@@ -20,6 +20,7 @@ from django.utils import timezone
 from conversations import store
 from conversations.models import Turn
 from live import streaming
+from streams.bodies import ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 
 log = logging.getLogger("turnscope.live")
@@ -59,10 +60,11 @@ def _finish_orphan(turn: Turn) -> bool:
                 AttributionRecord(url=c.get("url", ""), title=c.get("title", ""), incomplete=True)
                 for c in tail.get("citations") or []
             ]
-            kind = "reasoning" if tail.get("kind") == "reasoning" else "message"
-            record = EventRecord(kind, text=text, incomplete=True,
-                                 attributions=cites if kind == "message" else [],
-                                 body={"redacted": False} if kind == "reasoning" else {})
+            if tail.get("kind") == "reasoning":
+                record = EventRecord("reasoning", text=text, incomplete=True,
+                                     body=ReasoningBody(redacted=False))
+            else:
+                record = EventRecord("message", text=text, incomplete=True, attributions=cites)
             store.append_events(locked, [record])
         store.finish_turn(locked, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
     streaming.drop_tail(turn.pk)

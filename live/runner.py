@@ -40,6 +40,7 @@ from conversations.models import Conversation, Event, Turn
 from live import publish, sources, streaming
 from live.models import Recording
 from streams import parts
+from streams.bodies import ActivityBody
 from streams.builder import EventRecord
 from streams.run import TurnStream
 
@@ -112,9 +113,10 @@ _write_db = _db(_write)
 def _event_brief(event: Event) -> dict[str, Any]:
     brief: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind,
                              "incomplete": event.incomplete}
-    if event.kind == "hosted_activity":
-        a = event.data.get("activity", {})
-        brief["activity"] = {k: a.get(k) for k in ("id", "name", "state", "summary")}
+    body = event.typed_body
+    if isinstance(body, ActivityBody):
+        brief["activity"] = {"id": body.id, "name": body.name, "state": body.state,
+                             "summary": body.summary}
     return brief
 
 

@@ -23,6 +23,7 @@ import providers
 from conversations import redaction
 from conversations.models import Event, Turn
 from streams import parts
+from streams.bodies import ActivityBody, ErrorBody, MessageBody, ReasoningBody, ToolCallBody
 
 CHARS_PER_SECOND = 90.0
 SEARCH_SECONDS = 1.4
@@ -106,14 +107,14 @@ def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
         yield parts.ResponseStart(turn.provider, turn.model)
     cut = False
     for n, event in enumerate(events):
-        body = event.data
+        body = event.typed_body
         payload = _payload(event.payload)
         key = f"replay-{n}"
-        if event.kind in ("message", "reasoning"):
-            redacted = bool(body.get("redacted"))
-            yield parts.BlockStart(key, event.kind, redacted=redacted,
+        if isinstance(body, MessageBody | ReasoningBody):
+            redacted = isinstance(body, ReasoningBody) and body.redacted
+            yield parts.BlockStart(key, body.kind, redacted=redacted,
                                    payload=payload if redacted else None)
-            for a in event.attributions.all() if event.kind == "message" else []:
+            for a in event.attributions.all() if isinstance(body, MessageBody) else []:
                 yield parts.Citation(key, a.url, a.title, a.excerpt, a.range_start, a.range_end,
                                      replay=_payload(a.replay))
             if not redacted:
@@ -123,24 +124,18 @@ def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
                 cut = True
                 continue
             yield parts.BlockEnd(key, payload)
-        elif event.kind == "hosted_activity":
-            a = body.get("activity", {})
+        elif isinstance(body, ActivityBody):
             yield parts.Activity(
-                a.get("id", ""), a.get("name", ""), a.get("state", "started"),
-                input=a.get("input") or {}, summary=a.get("summary", ""),
-                sources=tuple(a.get("sources") or ()), error_code=a.get("error_code", ""),
-                payload=payload,
+                body.id, body.name, body.state or "started", input=dict(body.input),
+                summary=body.summary, sources=tuple(dict(s) for s in body.sources or ()),
+                error_code=body.error_code or "", payload=payload,
             )
-        elif event.kind == "tool_call_request":
-            call = body.get("call", {})
-            yield parts.ToolCall(call.get("id", ""), call.get("name", ""), call.get("arguments"),
-                                 payload=payload)
-        elif event.kind == "error":
-            error = body.get("error", {})
-            yield parts.StreamError(error.get("code", "error"), error.get("message", ""),
-                                    payload=payload)
+        elif isinstance(body, ToolCallBody):
+            yield parts.ToolCall(body.id, body.name, body.arguments, payload=payload)
+        elif isinstance(body, ErrorBody):
+            yield parts.StreamError(body.code, body.message, payload=payload)
         else:
-            yield parts.Artifact(body.get("type", event.kind), body.get("summary", ""),
-                                 display_html=body.get("display_html", ""), payload=payload)
+            yield parts.Artifact(body.type, body.summary, display_html=body.display_html or "",
+                                 payload=payload)
     if not cut and turn.status != Turn.Status.INTERRUPTED and turn.end_reason:
         yield parts.ResponseEnd(turn.end_reason)

@@ -14,6 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams import parts, ranges
+from streams.bodies import (
+    ACTIVITY_STATES,
+    MESSAGE,
+    ActivityBody,
+    ArtifactBody,
+    Body,
+    ErrorBody,
+    ReasoningBody,
+    ToolCallBody,
+)
 from streams.registries import ACTIVITY_NAMES, END_REASONS, EVENT_KINDS, TRIGGERS
 
 log = logging.getLogger("turnscope.builder")
@@ -25,8 +35,6 @@ for _kind in (
     EVENT_KINDS.register(_kind, producer=_PRODUCER)
 END_REASONS.register("interrupted", producer=_PRODUCER)
 END_REASONS.register("error", producer=_PRODUCER)
-
-ACTIVITY_STATES = ("started", "completed", "failed")
 
 
 @dataclass
@@ -42,15 +50,16 @@ class AttributionRecord:
 
 @dataclass
 class EventRecord:
-    """An event ready to be appended: portable fields plus the native payload."""
+    """An event ready to be appended: portable fields plus the native payload. ``body`` is
+    the kind's typed body (``streams.bodies``), of the same kind; the store derives its
+    columns (e.g. the activity id) from it."""
 
     kind: str
     text: str = ""
     incomplete: bool = False
-    body: dict[str, Any] = field(default_factory=dict)
+    body: Body = MESSAGE
     attributions: list[AttributionRecord] = field(default_factory=list)
     payload: parts.Payload | None = None
-    activity_id: str = ""
 
 
 class _Block:
@@ -180,27 +189,17 @@ class EventBuilder:
             activity_input = activity_input or known.get("input", {})
         ACTIVITY_NAMES.check(name)
         self._activities[activity_id] = {"name": name, "state": state, "input": activity_input}
-        activity = {
-            "id": activity_id,
-            "name": name,
-            "state": state,
-            "input": activity_input,
-            "summary": part.summary,
-            "sources": [dict(source) for source in part.sources],
-            "error_code": part.error_code,
-        }
-        # Positional: EventRecord(kind, text, incomplete, body, attributions, payload, activity_id)
-        return [EventRecord("hosted_activity", "", False, {"activity": activity}, [],
-                            part.payload, activity_id)]
+        body = ActivityBody(activity_id, name, state, activity_input, part.summary, part.sources,
+                            part.error_code)
+        # Positional: EventRecord(kind, text, incomplete, body, attributions, payload)
+        return [EventRecord("hosted_activity", "", False, body, [], part.payload)]
 
     def _tool_call(self, part: parts.ToolCall) -> list[EventRecord]:
-        call = {"id": part.call_id, "name": part.name, "arguments": part.arguments}
-        return [EventRecord("tool_call_request", body={"call": call}, payload=part.payload)]
+        body = ToolCallBody(part.call_id, part.name, part.arguments)
+        return [EventRecord("tool_call_request", body=body, payload=part.payload)]
 
     def _artifact(self, part: parts.Artifact) -> list[EventRecord]:
-        body: dict[str, Any] = {"type": part.type, "summary": part.summary}
-        if part.display_html:
-            body["display_html"] = part.display_html
+        body = ArtifactBody(part.type, part.summary, part.display_html or None)
         return [EventRecord("provider_artifact", body=body, payload=part.payload)]
 
     def _usage(self, part: parts.Usage) -> list[EventRecord]:
@@ -227,8 +226,8 @@ class EventBuilder:
         if self.responses:
             self.responses[-1]["end_reason"] = "error"
         flushed = self._partials()
-        error = {"code": part.code, "message": part.message}
-        return [*flushed, EventRecord("error", body={"error": error}, payload=part.payload)]
+        error = ErrorBody(part.code, part.message)
+        return [*flushed, EventRecord("error", body=error, payload=part.payload)]
 
     # -- blocks ----------------------------------------------------------------------------
 
@@ -260,12 +259,12 @@ class EventBuilder:
         if block.kind == "reasoning":
             redacted = block.redacted
             return EventRecord(
-                "reasoning", "" if redacted else clean, incomplete, {"redacted": redacted}, [],
-                payload,
+                "reasoning", "" if redacted else clean, incomplete,
+                _REDACTED if redacted else _NOT_REDACTED, [], payload,
             )
         citations = block.citations
         if not citations:
-            return EventRecord("message", clean, incomplete, {}, [], payload)
+            return EventRecord("message", clean, incomplete, MESSAGE, [], payload)
         # One Offsets per block: its text is encoded once for all of the block's ranges (made
         # only when a citation has a range; most have none).
         offsets: ranges.Offsets | None = None
@@ -290,7 +289,7 @@ class EventBuilder:
             append(AttributionRecord(
                 url, title, excerpt, span[0], span[1], incomplete, citation.replay
             ))
-        return EventRecord("message", clean, incomplete, {}, attributions, payload)
+        return EventRecord("message", clean, incomplete, MESSAGE, attributions, payload)
 
 
 def storable(text: str) -> str:
@@ -300,6 +299,7 @@ def storable(text: str) -> str:
 
 
 _NO_SPAN = (None, None)
+_REDACTED, _NOT_REDACTED = ReasoningBody(True), ReasoningBody(False)
 _TextDelta = parts.TextDelta
 _Citation = parts.Citation
 _HANDLERS = {

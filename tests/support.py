@@ -93,3 +93,18 @@ def recorded(provider: str, name: str) -> list[Recorded]:
     if path.suffix == ".yaml":
         return cassette_responses(path)
     return [Recorded(raw=path.read_bytes())]
+
+
+def add_turn(conversation: Any, role: str, *records: Any, **fields: Any) -> Any:
+    """A turn of ``role`` holding ``records``, appended through the store's real action
+    (``record_turns``); ``fields`` are ``NewTurn``'s (status, provider, model, …)."""
+    from conversations import store
+
+    return store.record_turns([store.NewTurn(role, list(records), **fields)], conversation)[1][0]
+
+
+def add_user_turn(conversation: Any, text: str) -> Any:
+    """A user turn holding one message, as the live runner writes it (``store.user_turn``)."""
+    from conversations import store
+
+    return store.record_turns([store.user_turn(text)], conversation)[1][0]

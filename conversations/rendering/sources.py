@@ -21,6 +21,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from streams.bodies import ActivityBody
+
 from .text import clean_text
 
 MAX_URL_CHARS = 8192
@@ -226,9 +228,7 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
             for attribution in citation_order(event):
                 note(attribution.get("source"), excerpt=attribution.get("excerpt"), cite=True)
         elif kind == "hosted_activity":
-            sources = _field(event.get("activity"), "sources")
-            if isinstance(sources, list):
-                for source in sources:
-                    note(source, cite=False)
+            for source in ActivityBody.from_body(event).sources or ():
+                note(source, cite=False)
     registry.consulted = [entry for entry in order if entry.number is None]
     return registry

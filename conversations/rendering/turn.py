@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from streams.bodies import (
+    ACTIVITY_STATES,
+    ActivityBody,
+    ArtifactBody,
+    ReasoningBody,
+    ToolCallBody,
+)
+
 from .markdown import Cite, render_markdown
 from .sanitize import SEARCH_ENTRY_POINT_SANDBOX, search_entry_point_srcdoc
 from .sources import (
@@ -443,25 +451,24 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
         position += 1
         seq = _seq(event)
         if kind == "hosted_activity":
-            activity = event.get("activity") if isinstance(event.get("activity"), dict) else {}
-            aid = _str(activity.get("id")) or f"event:{eid}"
+            activity = ActivityBody.from_body(event)
+            aid = activity.id or f"event:{eid}"
             group = groups.get(aid)
             if group is None:
                 group = groups[aid] = _ActivityGroup(seq=seq, activity_id=aid)
                 items.append(group)  # replaced by its ActivityItem below
             group.event_ids.append(eid)
             # Events are in seq order, so the last value seen is the latest state.
-            if activity.get("state") in ("started", "completed", "failed"):
-                group.state = activity["state"]
-            group.name = _str(activity.get("name")) or group.name
-            if isinstance(activity.get("input"), dict) and activity["input"]:
-                group.inputs = activity["input"]
-            group.summary = _str(activity.get("summary")) or group.summary
-            group.error_code = _str(activity.get("error_code")) or group.error_code
-            if isinstance(activity.get("sources"), list):
-                group.sources.extend(s for s in activity["sources"] if isinstance(s, dict))
+            if activity.state in ACTIVITY_STATES:
+                group.state = activity.state
+            group.name = activity.name or group.name
+            if activity.input:
+                group.inputs = dict(activity.input)
+            group.summary = activity.summary or group.summary
+            group.error_code = activity.error_code or group.error_code
+            group.sources.extend(activity.sources or ())
         elif kind == "reasoning":
-            redacted = event.get("redacted") is True
+            redacted = ReasoningBody.from_body(event).redacted
             items.append(
                 ReasoningItem(
                     seq=seq,
@@ -472,26 +479,27 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
                 )
             )
         elif kind == "tool_call_request":
-            call = event.get("call") if isinstance(event.get("call"), dict) else {}
+            call = ToolCallBody.from_body(event)
             items.append(
                 ToolCallItem(
                     seq=seq,
                     event_id=eid,
-                    call_id=clean_text(call.get("id"), limit=200),
-                    name=clean_text(call.get("name"), limit=200),
-                    arguments=_tool_arguments(call.get("arguments")),
+                    call_id=clean_text(call.id, limit=200),
+                    name=clean_text(call.name, limit=200),
+                    arguments=_tool_arguments(call.arguments),
                 )
             )
         elif kind == "provider_artifact":
-            display = event.get("display_html")
+            artifact = ArtifactBody.from_body(event)
+            display = artifact.display_html
             items.append(
                 ArtifactItem(
                     seq=seq,
                     event_id=eid,
-                    artifact_type=clean_text(event.get("type"), limit=200),
-                    summary=clean_text(event.get("summary"), limit=500),
+                    artifact_type=clean_text(artifact.type, limit=200),
+                    summary=clean_text(artifact.summary, limit=500),
                     srcdoc=SanitizedHTML(search_entry_point_srcdoc(display))
-                    if isinstance(display, str) and display.strip()
+                    if display and display.strip()
                     else None,
                 )
             )

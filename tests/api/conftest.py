@@ -10,8 +10,10 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from conversations import store
 from conversations.models import Conversation
+from streams.bodies import ActivityBody, ArtifactBody, ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 from streams.parts import Payload
+from tests.support import add_turn, add_user_turn
 
 _caches = itertools.count()
 CITATION = {"type": "web_search_result_location", "url": "https://meteo.example.fr/paris",
@@ -70,19 +72,17 @@ def build_conversation(owner=None, title="Weather in Paris") -> Conversation:
     """user → agent (search, reasoning, cited message, artifact) → user → agent (no provenance
     recorded) → system."""
     conversation = store.create_conversation(title=title, owner=owner)
-    store.append_user_turn(conversation, "What is the weather in Paris?")
-    agent = store.start_turn(conversation, "agent", provider="anthropic",
+    add_user_turn(conversation, "What is the weather in Paris?")
+    agent = add_turn(conversation, "agent", provider="anthropic",
                              model="claude-sonnet-4-20250514")
     store.append_events(agent, [
-        EventRecord("hosted_activity", activity_id="srvtoolu_01", body={"activity": {
-            "id": "srvtoolu_01", "name": "web_search", "state": "completed",
-            "input": {"query": "paris weather"}, "summary": "2 results",
-            "sources": [{"url": "https://meteo.example.fr/paris", "title": "Météo"}],
-            "error_code": ""}},
+        EventRecord("hosted_activity", body=ActivityBody(
+            "srvtoolu_01", "web_search", "completed", {"query": "paris weather"}, "2 results",
+            ({"url": "https://meteo.example.fr/paris", "title": "Météo"},), ""),
             payload=Payload("anthropic", "anthropic.content_block", "2023-06-01",
                             {"type": "server_tool_use", "id": "srvtoolu_01",
                              "name": "web_search", "input": {"query": "paris weather"}})),
-        EventRecord("reasoning", text="Let me check.", body={"redacted": False}),
+        EventRecord("reasoning", text="Let me check.", body=ReasoningBody()),
         EventRecord(
             "message", text="It is sunny in Paris today.",
             attributions=[
@@ -94,14 +94,14 @@ def build_conversation(owner=None, title="Weather in Paris") -> Conversation:
             payload=Payload("anthropic", "anthropic.content_block", "2023-06-01",
                             {"type": "text", "text": "It is sunny in Paris today."}),
         ),
-        EventRecord("provider_artifact", body={"type": "mystery", "summary": "kept whole"}),
+        EventRecord("provider_artifact", body=ArtifactBody("mystery", "kept whole")),
     ])
     store.finish_turn(agent, status="complete", end_reason="end_turn")
-    store.append_user_turn(conversation, "And tomorrow?")
-    unknown = store.start_turn(conversation, "agent")
+    add_user_turn(conversation, "And tomorrow?")
+    unknown = add_turn(conversation, "agent")
     store.append_events(unknown, [EventRecord("message", text="Probably rain.")])
     store.finish_turn(unknown, status="complete", end_reason="end_turn")
-    system = store.start_turn(conversation, "system")
+    system = add_turn(conversation, "system")
     store.append_events(system, [EventRecord("message", text="conversation closed")])
     conversation.refresh_from_db()
     return conversation

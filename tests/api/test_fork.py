@@ -10,6 +10,7 @@ from conversations.forking import ForkError, fork
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 from conversations.projections import conversation_dict
 from tests.api.conftest import build_conversation
+from tests.support import add_turn, add_user_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +63,7 @@ def test_fork_copies_agent_model_verbatim_and_never_resolves_it(alice, monkeypat
     import providers
 
     conversation = store.create_conversation(owner=alice)
-    retired = store.start_turn(conversation, "agent", provider="acme-retired",
+    retired = add_turn(conversation, "agent", provider="acme-retired",
                                model="acme/legacy-1@2019+beta")
     store.finish_turn(retired, status="complete", end_reason="end_turn")
 
@@ -100,8 +101,8 @@ def test_fork_point_must_exist(alice, at_turn):
 
 def test_no_fork_across_a_streaming_turn(alice):
     conversation = store.create_conversation(owner=alice)
-    store.append_user_turn(conversation, "hi")
-    store.start_turn(conversation, "agent", status=Turn.Status.STREAMING)
+    add_user_turn(conversation, "hi")
+    add_turn(conversation, "agent", status=Turn.Status.STREAMING)
     with pytest.raises(ForkError, match="streaming"):
         fork(conversation, 1)
     assert fork(conversation, 0).turns.count() == 1

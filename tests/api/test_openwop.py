@@ -12,7 +12,7 @@ from referencing import Registry, Resource
 
 from conversations import openwop, store
 from tests.api.conftest import build_conversation
-from tests.support import shared_path
+from tests.support import add_turn, shared_path
 
 pytestmark = pytest.mark.django_db
 
@@ -97,7 +97,7 @@ def test_agent_ids_always_fit_the_grammar_and_stay_distinct(raw, registry):
 
 def test_agent_turn_with_odd_model_names_validates(alice, validator):
     conversation = store.create_conversation(owner=alice)
-    store.start_turn(conversation, "agent", provider="openrouter",
+    add_turn(conversation, "agent", provider="openrouter",
                      model="deepseek/deepseek-chat@v3+x")
     [turn] = openwop.conversation_turns(conversation)
     assert_valid(validator, turn)

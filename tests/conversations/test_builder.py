@@ -3,6 +3,7 @@
 import pytest
 
 from streams import parts
+from streams.bodies import ErrorBody, ReasoningBody
 from streams.builder import EventBuilder
 from streams.registries import UnregisteredValue
 
@@ -74,8 +75,8 @@ def test_activity_opened_in_one_response_is_closed_by_the_next():
     ]
     builder, events = run(first, second)
     started, completed = events
-    assert started.activity_id == completed.activity_id == "srv_1"
-    assert completed.body["activity"]["input"] == {"query": "q"}  # carried from the start
+    assert started.body.id == completed.body.id == "srv_1"
+    assert completed.body.input == {"query": "q"}  # carried from the start
     assert builder.open_activities == {}
     assert [r["trigger"] for r in builder.responses] == ["initial", "pause_turn"]
     assert [r["end_reason"] for r in builder.responses] == ["pause_turn", "end_turn"]
@@ -93,7 +94,7 @@ def test_stream_error_fails_the_turn_and_keeps_the_error():
         parts.ResponseEnd("error"),
     ])
     [error] = events
-    assert error.kind == "error" and error.body["error"]["code"] == "insufficient_quota"
+    assert error.kind == "error" and error.body == ErrorBody("insufficient_quota", "no credit")
     assert builder.outcome.status == "failed" and builder.outcome.end_reason == "error"
 
 
@@ -122,7 +123,8 @@ def test_redacted_reasoning_has_no_text():
         parts.ResponseEnd("end_turn"),
     ])
     [event] = events
-    assert event.body == {"redacted": True} and event.text == "" and event.payload == payload
+    assert event.body == ReasoningBody(redacted=True)
+    assert event.text == "" and event.payload == payload
 
 
 def test_parts_for_an_unknown_block_are_an_error():

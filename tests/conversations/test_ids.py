@@ -2,6 +2,7 @@ import time
 import uuid
 
 from conversations.ids import uuid7, uuid7_ints
+from tests.support import add_turn
 
 
 def test_ids_are_version_7_with_the_creation_time():
@@ -27,7 +28,7 @@ def test_new_rows_get_time_ordered_ids(db):
     from streams.builder import EventRecord
 
     conversation = store.create_conversation(title="t")
-    turn = store.start_turn(conversation, "user")
+    turn = add_turn(conversation, "user")
     events = store.append_events(turn, [EventRecord("message", text="a")])
     time.sleep(0.002)
     later = store.append_events(turn, [EventRecord("message", text="b")])

@@ -43,7 +43,7 @@ def ingest_one(provider: str, name: str, index: int = 0):
 def activity_states(turn: Turn) -> dict[str, str]:
     states = {}
     for event in turn.events.filter(kind="hosted_activity").order_by("seq"):
-        states[event.activity_id] = event.data["activity"]["state"]
+        states[event.activity_id] = event.typed_body.state
     return states
 
 
@@ -78,9 +78,9 @@ def test_anthropic_web_search_stream():
     assert (s.provider, s.model) == ("anthropic", "claude-sonnet-4-20250514")
     assert s.citations == 14 and s.end_reason == "end_turn" and s.status == "complete"
     assert list(s.activities.values()) == ["completed"]
-    search = s.turn.events.filter(kind="hosted_activity").last().data["activity"]
-    assert search["name"] == "web_search" and search["input"]["query"]
-    assert search["summary"] == "10 results" and len(search["sources"]) == 10
+    search = s.turn.events.filter(kind="hosted_activity").last().typed_body
+    assert search.name == "web_search" and search.input["query"]
+    assert search.summary == "10 results" and len(search.sources) == 10
     assert s.usage["web_search_requests"] == 1
     # Each cited passage is its own text block: whole-event attributions carrying replay values.
     cited = Attribution.objects.filter(event__turn=s.turn)
@@ -91,7 +91,7 @@ def test_anthropic_web_search_stream():
 def test_anthropic_body_with_empty_search_result():
     s = ingest_one("anthropic", "vercel-ai__anthropic-web-search-tool.1.json")
     assert list(s.activities.values()) == ["completed", "completed"]
-    summaries = [e.data["activity"]["summary"] for e in
+    summaries = [e.typed_body.summary for e in
                  s.turn.events.filter(kind="hosted_activity").order_by("seq")]
     assert "no results" in summaries  # an empty list is a search that found nothing, not a failure
     assert s.citations == sum(1 for _ in Attribution.objects.filter(event__turn=s.turn))
@@ -118,10 +118,11 @@ def test_web_fetch_error_across_a_client_tool_round():
     provider, names = GROUPS["web_fetch_error"]
     s = ingest(provider, files_for(provider, names))
     assert set(s.activities.values()) == {"failed"} and len(s.activities) == 1
-    failed = s.turn.events.filter(kind="hosted_activity").last().data["activity"]
-    assert failed["name"] == "web_fetch" and failed["error_code"] == "url_not_accessible"
-    assert s.turn.events.filter(kind="tool_call_request").count() == 1
-    assert not s.turn.events.filter(kind="tool_call_request", body__contains="web_fetch").exists()
+    failed = s.turn.events.filter(kind="hosted_activity").last()
+    assert (failed.activity_name, failed.typed_body.error_code) == (
+        "web_fetch", "url_not_accessible")
+    [call] = s.turn.events.filter(kind="tool_call_request")
+    assert call.typed_body.name != "web_fetch"  # the client tool, not the hosted fetch
     assert [r["trigger"] for r in s.turn.responses_list] == ["initial", "tool_result"]
 
 
@@ -131,7 +132,7 @@ def test_redacted_thinking_is_kept_as_redacted():
     reasoning = list(s.turn.events.filter(kind="reasoning"))
     assert len(reasoning) == 2
     for event in reasoning:
-        assert event.data["redacted"] is True and event.text == ""
+        assert event.typed_body.redacted is True and event.text == ""
         assert event.payload.format and "redacted_thinking" in event.payload.value
 
 
@@ -153,8 +154,7 @@ def test_openai_azure_search_never_completes():
 def test_openai_error_stream_gives_a_failed_turn():
     s = ingest_one("openai", "vercel-ai__openai-error.1.chunks.txt")
     assert s.status == "failed" and s.end_reason == "error"
-    error = s.turn.events.get(kind="error").data["error"]
-    assert error["code"] == "insufficient_quota"
+    assert s.turn.events.get(kind="error").typed_body.code == "insufficient_quota"
 
 
 def test_openai_file_search_citations():

@@ -11,8 +11,10 @@ from conversations.models import (
     Turn,
 )
 from conversations.provenance import ProvenanceError
+from streams.bodies import ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 from streams.parts import Payload
+from tests.support import add_turn, add_user_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -20,23 +22,23 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def turn():
     conversation = store.create_conversation(title="t")
-    turn = store.start_turn(conversation, "agent", provider="anthropic", model="claude-x")
+    turn = add_turn(conversation, "agent", provider="anthropic", model="claude-x")
     store.append_events(turn, [
         EventRecord("message", text="hello", payload=Payload("anthropic", "f", "v", {"a": 1}),
                     attributions=[AttributionRecord("https://a.example/", "A", start=0, end=5,
                                                     replay=Payload("anthropic", "c", "v", {}))]),
-        EventRecord("reasoning", text="hmm", body={"redacted": False}),
+        EventRecord("reasoning", text="hmm", body=ReasoningBody()),
     ])
     return turn
 
 
 def test_seqs_are_per_conversation_and_monotonic(turn):
-    other = store.start_turn(turn.conversation, "agent", provider="openai", model="gpt-x")
+    other = add_turn(turn.conversation, "agent", provider="openai", model="gpt-x")
     store.append_events(other, [EventRecord("message", text="again")])
     seqs = list(Event.objects.filter(conversation=turn.conversation).values_list("seq", flat=True))
     assert seqs == [1, 2, 3]
     fresh = store.create_conversation()
-    t = store.start_turn(fresh, "user")
+    t = add_turn(fresh, "user")
     [event] = store.append_events(t, [EventRecord("message", text="x")])
     assert event.seq == 1
 
@@ -65,16 +67,16 @@ def test_events_protect_their_turn_and_conversation(turn):
 def test_provenance_rules():
     conversation = store.create_conversation()
     with pytest.raises(ProvenanceError, match="only recorded on agent"):
-        store.start_turn(conversation, "user", provider="openai", model="gpt-5")
+        add_turn(conversation, "user", provider="openai", model="gpt-5")
     with pytest.raises(ProvenanceError, match="both"):
-        store.start_turn(conversation, "agent", provider="openai", model="")
+        add_turn(conversation, "agent", provider="openai", model="")
     with pytest.raises(ProvenanceError, match="credential"):
-        store.start_turn(conversation, "agent", provider="openai",
+        add_turn(conversation, "agent", provider="openai",
                          model="sk-proj-abcdefghijklmnopqrstuvwxyz012345")
     with pytest.raises(ProvenanceError, match="credential"):
-        store.start_turn(conversation, "agent", provider="google",
+        add_turn(conversation, "agent", provider="google",
                          model="AIzaSyA1234567890abcdefghijklmnopqrstu")
-    ok = store.start_turn(conversation, "agent", provider="openrouter",
+    ok = add_turn(conversation, "agent", provider="openrouter",
                           model="deepseek/deepseek-chat-v3.1")
     assert ok.model_provenance == {"provider": "openrouter", "model": "deepseek/deepseek-chat-v3.1"}
 
@@ -95,7 +97,7 @@ def test_payload_digest_and_size(turn):
 
 def test_default_agent_id_fits_its_column():
     conversation = store.create_conversation()
-    turn = store.start_turn(conversation, "agent", provider="openrouter",
+    turn = add_turn(conversation, "agent", provider="openrouter",
                             model="-".join(["model"] * 30))
     assert turn.agent_id.startswith("openrouter:") and len(turn.agent_id) == 128
     turn.refresh_from_db()
@@ -118,7 +120,7 @@ def test_nul_characters_are_stored_as_replacement_characters():
     [a] = record.attributions
     assert record.text[a.start:a.end] == "cited" and "\x00" not in a.url + a.title + a.excerpt
     conversation = store.create_conversation(title="x\x00y")
-    turn = store.start_turn(conversation, "agent", provider="anthropic", model="claude-x")
+    turn = add_turn(conversation, "agent", provider="anthropic", model="claude-x")
     store.append_events(turn, [record])
-    store.append_user_turn(conversation, "q\x00")
+    add_user_turn(conversation, "q\x00")
     assert Event.objects.filter(text__contains="\ufffd").count() == 2

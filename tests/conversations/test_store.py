@@ -1,35 +1,39 @@
-"""conversations.store: the prepared-statement writers and their ORM fallback (taken when the
-models no longer match the columns the statements write) store the same rows."""
+"""conversations.store, the one writer of the event log: its column lists match the models, its
+step-by-step and whole-turn actions store the same rows, and every way in (the live steps,
+whole turns, import, fork) gets the same derived columns."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
+from django.db import models
 
 from conversations import store
-from conversations.models import Conversation, Turn
-from conversations.projections import turn_dict
+from conversations.forking import fork
+from conversations.ids import uuid7
+from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
+from conversations.projections import export_json, import_document, turn_dict
 from conversations.provenance import ProvenanceError
+from streams.bodies import ActivityBody, ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 from streams.parts import Payload
+from tests.api.conftest import build_conversation
+from tests.support import add_turn, add_user_turn
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(params=["statements", "orm"])
-def writer(request, monkeypatch):
-    if request.param == "orm":
-        monkeypatch.setattr(store._Tables, "of", classmethod(lambda cls, connection: None))
-    return request.param
-
-
 def message(text: str) -> EventRecord:
     return EventRecord(
-        "message", text=text, body={"note": "kept"},
-        attributions=[AttributionRecord("https://a.example/x", "A", "an excerpt", 0, 4,
+        "message", text=text,
+        attributions=[AttributionRecord("https://www.A.example/x", "A", "an excerpt", 0, 4,
                                         replay=Payload("anthropic", "citation", "v1", {"i": 1}))],
         payload=Payload("anthropic", "content_block", "v1", {"type": "text", "text": text}),
     )
+
+
+SEARCH = ActivityBody("s1", "web_search", "completed", {"query": "q"}, "1 result",
+                      ({"url": "https://b.example/", "title": "B"},), "")
 
 
 def stored(conversation: Conversation) -> list[dict]:
@@ -41,50 +45,81 @@ def stored(conversation: Conversation) -> list[dict]:
             doc.pop(key, None)
         for event in doc.get("events", []):
             event.pop("id", None)
-            event.pop("created_at", None)
         out.append(doc)
-    return out
+    # through JSON: payload values are orjson fragments, equal only as text
+    return orjson.loads(orjson.dumps(out))
 
 
 def live_turn_steps(conversation: Conversation) -> list[tuple[Turn, list]]:
     """What the live runner does to a conversation: open a prompt and its agent turn, stream
     events in, record the model, finish."""
     opened = store.open_turns(conversation, [
-        store.NewTurn(Turn.Role.USER, [EventRecord("message", text="Why?")]),
+        store.user_turn("Why?"),
         store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING),
     ])
     agent = opened[-1][0]
     store.append_events(agent, [message("Because.")])
     store.set_provenance(agent, "anthropic", "claude-test-1")
-    store.append_events(agent, [EventRecord("hosted_activity", body={"activity": {
-        "id": "s1", "name": "web_search", "state": "completed"}}, activity_id="s1"),
-        message("And so.")])
+    store.append_events(agent, [EventRecord("hosted_activity", body=SEARCH), message("And so.")])
     store.finish_turn(agent, status="complete", end_reason="end_turn",
                       responses=[{"trigger": "initial", "model": "claude-test-1"}])
     return opened
 
 
-def test_both_writers_store_the_same_rows(monkeypatch):
-    results = {}
-    for name in ("statements", "orm"):
-        with monkeypatch.context() as m:
-            if name == "orm":
-                m.setattr(store._Tables, "of", classmethod(lambda cls, connection: None))
-            conversation = store.create_conversation(title=name)
-            live_turn_steps(conversation)
-            store.record_turns([store.NewTurn(Turn.Role.USER, [message("whole")],
-                                              finished=True)], conversation=conversation)
-            conversation.refresh_from_db()
-            # through JSON: payload values are orjson fragments, equal only as text
-            results[name] = (orjson.loads(orjson.dumps(stored(conversation))),
-                             conversation.next_seq)
-    assert results["statements"] == results["orm"]
-    assert results["orm"][1] == 6  # five events, numbered 1..5
+def test_the_writers_columns_are_the_models_columns():
+    """The INSERTs list every column of each model the store writes, and nothing else: a field
+    added to a model without its place in store.COLUMNS (and in _Rows) fails here, not at run
+    time."""
+    written = {Conversation, Turn, Event, Attribution, ProviderPayload}
+    assert set(store.COLUMNS) == written
+    for model, columns in store.COLUMNS.items():
+        pk = model._meta.pk
+        expected = [f.attname for f in model._meta.concrete_fields
+                    if not (f is pk and isinstance(f, models.AutoField))]  # left to the database
+        assert len(columns) == len(set(columns)), model
+        assert set(columns) == set(expected), (
+            f"{model.__name__}: the store writes {sorted(columns)}, the model has "
+            f"{sorted(expected)}")
 
 
-def test_open_turns_returns_what_it_wrote_and_the_next_seq(writer):
+def test_step_by_step_and_whole_turns_store_the_same_rows():
+    steps = store.create_conversation(title="steps")
+    live_turn_steps(steps)
+    whole, _ = store.record_turns([
+        store.user_turn("Why?"),
+        store.NewTurn(Turn.Role.AGENT, [message("Because."),
+                                        EventRecord("hosted_activity", body=SEARCH),
+                                        message("And so.")],
+                      end_reason="end_turn", provider="anthropic", model="claude-test-1",
+                      responses=[{"trigger": "initial", "model": "claude-test-1"}],
+                      finished=True),
+    ], store.NewConversation(title="whole"))
+    steps.refresh_from_db()
+    assert stored(steps) == stored(whole)
+    assert steps.next_seq == whole.next_seq == 5  # four events, numbered 1..4
+    assert derived(steps) == derived(whole) == (
+        [("", ""), ("", ""), ("s1", "web_search"), ("", "")], ["a.example", "a.example"])
+    assert whole.turns.get(role="agent").completed_at
+
+
+def derived(conversation: Conversation) -> tuple[list, list]:
+    events = Event.objects.filter(conversation=conversation).order_by("seq")
+    attributions = Attribution.objects.filter(event__conversation=conversation).order_by(
+        "event__seq", "ordinal")
+    return (list(events.values_list("activity_id", "activity_name")),
+            list(attributions.values_list("domain", flat=True)))
+
+
+def test_a_body_of_another_kind_is_refused():
     conversation = store.create_conversation()
-    store.append_user_turn(conversation, "before")
+    with pytest.raises(ValueError, match="message event with a hosted_activity body"):
+        add_turn(conversation, "agent", EventRecord("message", body=SEARCH))
+    assert not Turn.objects.filter(conversation=conversation).exists()  # all or nothing
+
+
+def test_open_turns_returns_what_it_wrote_and_the_next_seq():
+    conversation = store.create_conversation()
+    add_user_turn(conversation, "before")
     conversation = Conversation.objects.get(pk=conversation.pk)
     opened = live_turn_steps(conversation)
     (user, user_events), (agent, agent_events) = opened
@@ -94,20 +129,32 @@ def test_open_turns_returns_what_it_wrote_and_the_next_seq(writer):
     assert [e.seq for e in agent.events.order_by("seq")] == [3, 4, 5]
 
 
-def test_opened_turns_leave_next_seq_current(writer):
+def test_opened_turns_leave_next_seq_current():
     conversation = store.create_conversation()
-    store.append_user_turn(conversation, "one")
+    add_user_turn(conversation, "one")
     conversation = Conversation.objects.get(pk=conversation.pk)
     store.open_turns(conversation, [
-        store.NewTurn(Turn.Role.USER, [EventRecord("message", text="two")]),
+        store.user_turn("two"),
         store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING),
     ])
     assert conversation.next_seq == 3  # what the live runner publishes seqs from
 
 
-def test_provenance_is_recorded_once(writer):
+def test_appended_events_come_back_as_stored_with_their_typed_bodies():
     conversation = store.create_conversation()
-    turn = store.start_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
+    turn = add_turn(conversation, "agent", status=Turn.Status.STREAMING)
+    written = store.append_events(turn, [EventRecord("hosted_activity", body=SEARCH),
+                                         EventRecord("reasoning", "hm", body=ReasoningBody())])
+    fresh = list(Event.objects.filter(turn=turn).order_by("seq"))
+    assert [(e.pk, e.seq, e.body, e.activity_id) for e in written] == [
+        (e.pk, e.seq, e.body, e.activity_id) for e in fresh]
+    assert [e.typed_body for e in written] == [e.typed_body for e in fresh] == [
+        SEARCH, ReasoningBody()]
+
+
+def test_provenance_is_recorded_once():
+    conversation = store.create_conversation()
+    turn = add_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
     store.set_provenance(turn, "openai", "gpt-test")
     store.set_provenance(turn, "openai", "gpt-test")  # the same again: nothing to do
     with pytest.raises(ProvenanceError):
@@ -120,9 +167,9 @@ def test_provenance_is_recorded_once(writer):
         "openai", "gpt-test", "openai:gpt-test")
 
 
-def test_finish_turn_checks_the_end_reason_and_keeps_responses_unless_given(writer):
+def test_finish_turn_checks_the_end_reason_and_keeps_responses_unless_given():
     conversation = store.create_conversation()
-    turn = store.start_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
+    turn = add_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
     store.finish_turn(turn, status="complete", end_reason="end_turn",
                       responses=[{"trigger": "initial"}])
     store.finish_turn(turn, status="interrupted", end_reason="interrupted")
@@ -132,3 +179,57 @@ def test_finish_turn_checks_the_end_reason_and_keeps_responses_unless_given(writ
     with pytest.raises(Exception, match="not_an_end_reason"):
         store.finish_turn(turn, status="complete", end_reason="not_an_end_reason")
     assert Turn.objects.get(pk=turn.pk).end_reason == "interrupted"
+
+
+def test_given_ids_and_seqs_are_kept():
+    ids = [uuid7(), uuid7()]
+    conversation, [turn] = store.record_turns(
+        [store.NewTurn("user", [message("a"), message("b")], event_ids=ids, seqs=[7, 3])],
+        store.NewConversation())
+    assert list(turn.events.order_by("seq").values_list("id", "seq")) == [
+        (ids[1], 3), (ids[0], 7)]
+    assert conversation.next_seq == 8
+    with pytest.raises(ValueError, match="one entry per record"):
+        store.record_turns([store.NewTurn("user", [message("c")], seqs=[1, 2])], conversation)
+
+
+# -- every way in gets the same derived columns ------------------------------------------------
+
+
+def rows(conversation: Conversation, leave_out: dict) -> dict[str, list[dict]]:
+    """Every column of the conversation's turns, events and attributions, in order, but those
+    named in ``leave_out`` (by model) and the ones that place a row (ids, its conversation and
+    turn, its seq): what a copy of the conversation must hold the same."""
+    placing = {"id", "conversation", "turn", "event", "seq"}
+    out = {}
+    for model, order in ((Turn, ("index",)), (Event, ("seq",)),
+                         (Attribution, ("event__seq", "ordinal"))):
+        names = [f.attname for f in model._meta.concrete_fields
+                 if f.name not in placing | leave_out.get(model, set())]
+        owner = "conversation" if model is not Attribution else "event__conversation"
+        out[model.__name__] = list(model.objects.filter(**{owner: conversation})
+                                   .order_by(*order).values(*names))
+    return out
+
+
+def test_a_fork_keeps_every_column_of_its_source_derived_ones_included():
+    source = build_conversation()
+    before = rows(source, {})
+    assert {"web_search"} <= {e["activity_name"] for e in before["Event"]}
+    assert {"meteo.example.fr", "news.example.com"} <= {a["domain"] for a in before["Attribution"]}
+    copy = fork(source, 4)
+    assert rows(copy, {}) == before  # payloads shared, times and provenance verbatim
+
+
+def test_an_import_keeps_every_column_the_document_carries_derived_ones_included():
+    source = build_conversation()
+    doc = orjson.loads(export_json(source, "native"))
+    copy = import_document(doc)
+    # Not in the document: when a turn finished or an event was stored, and which payload row
+    # holds a value (an import writes new ones, with the same values). An agent id is exported
+    # as "agent" when the turn has none, and imported as the document says.
+    leave_out = {Turn: {"completed_at", "agent_id"}, Event: {"created_at", "payload"},
+                 Attribution: {"replay"}}
+    assert rows(copy, leave_out) == rows(source, leave_out)
+    assert list(copy.turns.order_by("index").values_list("agent_id", flat=True)) == [
+        (t.get("agent") or {}).get("agentId", "") for t in doc["turns"]]

@@ -15,6 +15,7 @@ from conversations import store
 from live import bundled, consumers, runner, state
 from live.routing import websocket_urlpatterns
 from tests.live.helpers import ReferenceClient, unbatch
+from tests.support import add_user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,7 +74,7 @@ def test_anonymous_is_closed_4401(owner):
 
 def test_owner_through_the_full_stack_gets_hello(owner):
     conversation = store.create_conversation(owner=owner)
-    store.append_user_turn(conversation, "hi")
+    add_user_turn(conversation, "hi")
     headers = session_headers(owner)
 
     async def go():
@@ -301,7 +302,7 @@ def test_viewers_connecting_together_share_one_state_read(owner, monkeypatch):
     import threading
 
     conversation = store.create_conversation(owner=owner)
-    store.append_user_turn(conversation, "hi")
+    add_user_turn(conversation, "hi")
     reads, began, release = [], threading.Event(), threading.Event()
     real = state.conversation_state
 

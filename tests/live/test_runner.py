@@ -14,6 +14,7 @@ from conversations.projections import turn_dict
 from live import bundled, recovery, runner, sources, streaming
 from live.models import Recording
 from tests.live.helpers import Listener, by_type
+from tests.support import add_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -157,13 +158,13 @@ def test_replay_of_sample_uses_its_recording(owner):
     agent = target.turns.get(role="agent")
     assert Recording.objects.get(turn=agent).provider == "anthropic"
     assert portable(agent) == portable(source.turns.get(role="agent"))
-    failed = [e.data["activity"] for e in agent.events.filter(kind="hosted_activity")]
-    assert [a["state"] for a in failed] == ["started", "failed", "started", "completed"]
+    failed = [e.typed_body for e in agent.events.filter(kind="hosted_activity")]
+    assert [a.state for a in failed] == ["started", "failed", "started", "completed"]
 
 
 def test_orphaned_turn_is_finished_with_its_tail(owner):
     conversation = store.create_conversation(owner=owner)
-    turn = store.start_turn(conversation, "agent", status="streaming")
+    turn = add_turn(conversation, "agent", status="streaming")
     streaming.write_tail(turn.pk, {"key": "b0", "kind": "message", "text": "Half a sent",
                                    "delta_seq": 3, "block_seq": 1,
                                    "citations": [{"url": "https://a.example/", "title": "A"}]})

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from conversations import store
 from conversations.models import Conversation
 from live import bundled, runner, streaming
+from tests.support import add_turn, add_user_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.live.urls")]
 
@@ -28,8 +29,8 @@ def test_state_needs_login_and_ownership(client, owner, stranger):
 
 def test_state_reports_seq_turns_and_tails(client, owner):
     conversation = store.create_conversation(owner=owner)
-    store.append_user_turn(conversation, "question")
-    agent = store.start_turn(conversation, "agent", status="streaming")
+    add_user_turn(conversation, "question")
+    agent = add_turn(conversation, "agent", status="streaming")
     streaming.write_tail(agent.pk, {"key": "b0", "kind": "message", "text": "So far",
                                     "delta_seq": 2, "block_seq": 1, "citations": []})
     streaming.beat(agent.pk, {})
