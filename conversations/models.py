@@ -220,7 +220,7 @@ class Event(AppendOnlyModel):
     kind = models.CharField(max_length=32)
     text = models.TextField(blank=True)
     incomplete = models.BooleanField(default=False)
-    # Kind-specific portable fields as JSON text (activity, call, artifact type, redaction...).
+    # The kind's portable fields as JSON text: its typed body (``streams.bodies``).
     body = models.TextField(default="{}")
     # Derived from the body by the store (conversations.store), for queries: the hosted
     # activity's correlation key (the provider's id) and its name; empty for other kinds.

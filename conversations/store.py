@@ -9,6 +9,9 @@ Rows go through prepared INSERT statements, one ``executemany`` per table: 2.6x 
 the ORM on ingest, measured. So ``COLUMNS`` must list exactly the models' columns
 (``tests/conversations/test_store.py`` fails when a model and its list differ), and the checks
 ``Model.save()`` would run (provenance, registered end reasons and event kinds) run here.
+
+One module over 500 lines on purpose: the actions, the row tuples and the statements that take
+them are one writer, and ``COLUMNS`` has to sit beside the code that builds rows in its order.
 """
 
 from __future__ import annotations
@@ -267,8 +270,8 @@ def _record_turns(
     connection = connections[using]
     tables = _Tables.of(connection)
     with transaction.atomic(using=using), connection.cursor() as cursor:
-        new = isinstance(conversation, NewConversation)
         rows = _Rows(tables, connection, None)
+        new = isinstance(conversation, NewConversation)
         if isinstance(conversation, NewConversation):
             conversation = rows.conversation_row(conversation)
             index, seq = 0, 1
