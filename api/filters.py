@@ -3,17 +3,14 @@ message text and cited sources; provider; model; cited domain."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from rest_framework.exceptions import ValidationError
 
 from api.http import text_param
+from conversations.domains import DOMAIN, domain_regex
 from conversations.models import Attribution, Conversation, Event, Turn
-
-_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
 
 FILTERS = {
     "q": "Search titles, message text, and the titles and URLs of cited sources.",
@@ -21,13 +18,6 @@ FILTERS = {
     "model": "Conversations with an agent turn from this model (as the provider named it).",
     "domain": "Conversations citing a source on this domain or one of its subdomains.",
 }
-
-
-def domain_regex(domain: str) -> str:
-    """A regex (valid for SQLite's Python REGEXP and PostgreSQL's ~*) matching URLs whose host is
-    ``domain`` or a subdomain of it. ``domain`` is already validated: only [a-z0-9.-]."""
-    host = domain.replace(".", r"\.")
-    return rf"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?([^/?#@]*\.)?{host}(:[0-9]+)?([/?#]|$)"
 
 
 def filter_conversations(queryset: QuerySet[Conversation], request: Any) -> QuerySet[Conversation]:

@@ -23,6 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from conversations.domains import DOMAIN, domain_regex
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 from streams.registries import EVENT_KINDS
 
@@ -237,8 +238,6 @@ class AttributionAdmin(ReadOnlyAdmin):
                            ) -> tuple[QuerySet, bool]:
         term = search_term.strip()
         if term.lower().startswith("domain:"):
-            from api.filters import DOMAIN, domain_regex
-
             domain = term[7:].strip().lower().rstrip(".")
             if not DOMAIN.match(domain):
                 return queryset.none(), False

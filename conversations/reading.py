@@ -19,6 +19,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
 from django.utils.safestring import mark_safe
 
+from conversations import streaming
 from conversations.models import (
     Attribution,
     Conversation,
@@ -182,11 +183,7 @@ def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
 def _tail(turn: Turn) -> dict[str, Any] | None:
     if turn.status != Turn.Status.STREAMING:
         return None
-    try:
-        from live.streaming import current_tail
-    except ImportError:
-        return None
-    return current_tail(str(turn.id))
+    return streaming.current_tail(str(turn.id))
 
 
 def conversation_rows(

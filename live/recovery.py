@@ -17,9 +17,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import store
+from conversations import store, streaming
 from conversations.models import Turn
-from live import streaming
 from streams.bodies import ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 

@@ -4,7 +4,7 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
 ``sync_to_async``). It is the only writer of its turn. For every part:
 
 * text deltas are folded into the turn's *tail* and flushed about every ``coalesce`` seconds:
-  the tail goes to the cache (``live.streaming``) first, then one ``delta`` message is
+  the tail goes to the cache (``conversations.streaming``) first, then one ``delta`` message is
   published with the next per-turn ``delta_seq``;
 * events the builder completes are committed: a block that closes the tail at once (tail cleared
   first, then the store) so a fragment rendered at any moment shows a block either in the tail
@@ -35,9 +35,9 @@ from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
-from conversations import provenance, redaction, store
+from conversations import provenance, redaction, store, streaming
 from conversations.models import Conversation, Event, Turn
-from live import publish, sources, streaming
+from live import publish, sources
 from live.models import Recording
 from streams import parts
 from streams.bodies import ActivityBody

@@ -11,17 +11,17 @@ log = logging.getLogger("turnscope.live")
 
 
 def asgi_application(*, static: bool = True) -> Any:
-    """The project's ASGI app; with ``static`` its HTTP side also serves the static files
-    (from the app and STATICFILES_DIRS, no collectstatic), as runserver would."""
-    from channels.routing import ProtocolTypeRouter
+    """The project's ASGI app (``settings.ASGI_APPLICATION``, a protocol router); with
+    ``static`` its HTTP side also serves the static files (from the app and STATICFILES_DIRS, no
+    collectstatic), as runserver would."""
+    from channels.routing import ProtocolTypeRouter, get_default_application
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-    from turnscope.asgi import application, django_asgi_app
-
+    application = get_default_application()
     if not static:
         return application
     return ProtocolTypeRouter({
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": ASGIStaticFilesHandler(application.application_mapping["http"]),
         "websocket": application.application_mapping["websocket"],
     })
 

@@ -9,9 +9,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.db.models import Max
 
-from conversations import provenance
+from conversations import provenance, streaming
 from conversations.models import Conversation, Turn
-from live import recovery, streaming
+from live import recovery
 
 
 def conversation_state(conversation: Conversation, after: int = 0) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from django.urls import Resolver404, include, path, resolve
 from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
 
+from conversations import streaming
 from conversations.models import Conversation
-from live import bundled, runner, streaming
+from live import bundled, runner
 from turnscope.urls import urlpatterns as project_urlpatterns
 
 

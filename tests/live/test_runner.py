@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from conversations import store
+from conversations import store, streaming
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Event, Turn
 from conversations.projections import turn_dict
-from live import bundled, recovery, runner, sources, streaming
+from live import bundled, recovery, runner, sources
 from live.models import Recording
 from tests.live.helpers import Listener, by_type
 from tests.support import add_turn

@@ -9,9 +9,9 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from conversations import store
+from conversations import store, streaming
 from conversations.models import Conversation
-from live import bundled, runner, streaming
+from live import bundled, runner
 from tests.support import add_turn, add_user_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.live.urls")]

@@ -6,6 +6,9 @@ it to the Django cache (Redis when ``REDIS_URL`` is set, so any process can read
 coalesced flush; the page's turn fragment and the resync endpoint read it back with
 ``current_tail``. A tail with ``key`` None means "between blocks": no text is streaming, but the
 delta counter is still needed to place later deltas.
+
+It lives here, below ``live``, because the pages (``reading``) show a streaming turn's tail too:
+``live`` writes it, everyone reads it, and ``conversations`` never imports ``live``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,17 @@
+"""Cited domains: which host names a "cited domain" filter accepts, and which source URLs are on
+such a host or one of its subdomains. The API's conversation filter and the admin's
+``domain:`` search both use it (the ``Attribution.domain`` column is filled by ``url_domain``)."""
+
+from __future__ import annotations
+
+import re
+
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
+
+
+def domain_regex(domain: str) -> str:
+    """A regex (valid for SQLite's Python REGEXP and PostgreSQL's ~*) matching URLs whose host is
+    ``domain`` or a subdomain of it. ``domain`` is already validated: only [a-z0-9.-]."""
+    host = domain.replace(".", r"\.")
+    return rf"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?([^/?#@]*\.)?{host}(:[0-9]+)?([/?#]|$)"
