@@ -1,4 +1,5 @@
-"""HTTP plumbing shared by the API views: JSON out, size-limited bodies in, uniform errors."""
+"""HTTP plumbing shared by the API views: JSON out, size-limited bodies in, checked query
+parameters. Error bodies are shaped by ``api.errors``."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
-from rest_framework.views import exception_handler as drf_exception_handler
-
-from conversations.redaction import redact_text, redact_value
 
 # -- out ---------------------------------------------------------------------------------------
 
@@ -128,31 +126,3 @@ def choice_param(request: Any, name: str, choices: Any, default: str | None = No
         raise ValidationError({name: f"must be one of {', '.join(choices)}"})
     return value
 
-
-# -- errors ------------------------------------------------------------------------------------
-
-
-def _flatten(data: Any) -> str:
-    if isinstance(data, dict):
-        return "; ".join(f"{k}: {_flatten(v)}" for k, v in data.items())
-    if isinstance(data, list):
-        return "; ".join(_flatten(v) for v in data)
-    return str(data)
-
-
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
-    """DRF's handler, with every error body shaped ``{"detail": str, "errors"?: {…}}`` and
-    credential-shaped text redacted (messages may quote input)."""
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        return None
-    data = response.data
-    if isinstance(data, dict) and set(data) == {"detail"}:
-        body: dict[str, Any] = {"detail": str(data["detail"])}
-    elif isinstance(data, dict):
-        body = {"detail": _flatten(data), "errors": redact_value(data)}
-    else:
-        body = {"detail": _flatten(data)}
-    body["detail"] = redact_text(body["detail"])[:2000]
-    response.data = body
-    return response

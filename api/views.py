@@ -7,18 +7,15 @@ a 400 naming the problem, with nothing written.
 
 from __future__ import annotations
 
-import logging
-import traceback
 from typing import Any
 
-from django.db import DataError, IntegrityError
 from django.db.models import Count, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -27,6 +24,7 @@ from rest_framework.views import APIView
 
 import providers
 from api import serializers as s
+from api.errors import Refusals
 from api.filters import FILTERS, filter_conversations
 from api.http import (
     JsonOnlyNegotiation,
@@ -34,7 +32,6 @@ from api.http import (
     OrjsonRenderer,
     RawBodyParser,
     SmallJSONParser,
-    api_exception_handler,
     choice_param,
     read_body,
     text_param,
@@ -48,7 +45,8 @@ from api.permissions import (
 )
 from api.throttling import WriteRateThrottle
 from conversations import openwop
-from conversations.forking import ForkError, fork
+from conversations.exports import render_document
+from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
 from conversations.projections import (
@@ -61,13 +59,7 @@ from conversations.projections import (
     turn_dict,
     turns_with_events,
 )
-from conversations.provenance import ProvenanceError
 from conversations.redaction import redact_text
-from conversations.schema import InvalidDocument
-from providers.wire import MalformedInput
-from streams.registries import UnregisteredValue
-
-log = logging.getLogger("turnscope.api")
 
 EXPORT_FORMATS = {
     "json": ("application/json", "json"),
@@ -103,15 +95,18 @@ CONVERSATION_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PAT
 
 
 class ApiView(GenericAPIView):
-    """Base: JSON only, uniform errors. Subclasses declare their own permission_classes."""
+    """Base: JSON only. Subclasses declare their own permission_classes; one that reads
+    untrusted input declares ``refusals`` (how ``api.errors`` words refusing it)."""
 
     renderer_classes = [OrjsonRenderer]
     content_negotiation_class = JsonOnlyNegotiation
     parser_classes = [SmallJSONParser]
     lookup_url_kwarg = "id"
+    refusals: Refusals | None = None
 
-    def get_exception_handler(self) -> Any:
-        return api_exception_handler
+    def refusal_names(self) -> dict[str, str]:
+        """Names the ``refusals`` templates use besides ``reason``."""
+        return {}
 
     def get_queryset(self) -> QuerySet[Conversation]:
         return visible_conversations(self.request.user)
@@ -145,9 +140,6 @@ class CapabilitiesView(APIView):
     permission_classes = [IsAuthenticated]
     renderer_classes = [OrjsonRenderer]
     content_negotiation_class = JsonOnlyNegotiation
-
-    def get_exception_handler(self) -> Any:
-        return api_exception_handler
 
     @extend_schema(
         operation_id="capabilities",
@@ -295,12 +287,7 @@ class ConversationExportView(ApiView):
         if fmt == "json":
             body = export_json(conversation, projection)
         else:
-            try:
-                from conversations.exports import render_document
-
-                body = render_document(conversation, fmt).encode()
-            except ImportError:  # the renderer is not part of this build
-                raise ValidationError({"format": f"{fmt} exports are not available"}) from None
+            body = render_document(conversation, fmt).encode()
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = (
             f'attachment; filename="conversation-{conversation.pk}.{extension}"'
@@ -315,6 +302,13 @@ class ImportView(ApiView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
     parser_classes = [LimitedJSONParser]
+    refusals = Refusals(
+        action="import",
+        invalid="Not a valid export document: {reason}",
+        refused="The document cannot be imported: {reason}",
+        unstorable="The document cannot be stored: {reason}",
+        unexpected="The document cannot be imported: unexpected structure ({reason}).",
+    )
 
     @extend_schema(
         operation_id="conversations_import",
@@ -324,31 +318,8 @@ class ImportView(ApiView):
         "yours. Credentials found in it are redacted. All or nothing.",
     )
     def post(self, request: Request) -> Response:
-        try:
-            conversation = import_document(request.data, owner=request.user)
-        except InvalidDocument as exc:
-            raise ParseError(f"Not a valid export document: {exc}") from None
-        except (ProvenanceError, UnregisteredValue, ValueError) as exc:
-            raise ParseError(f"The document cannot be imported: {exc}") from None
-        except (IntegrityError, DataError) as exc:
-            raise ParseError(f"The document cannot be stored: {_db_reason(exc)}") from None
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            _log_unexpected("import", exc)
-            raise ParseError("The document cannot be imported: unexpected structure "
-                             f"({type(exc).__name__}).") from None
+        conversation = import_document(request.data, owner=request.user)
         return _created(conversation, _summary(conversation))
-
-
-def _db_reason(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-
-
-def _log_unexpected(what: str, exc: BaseException) -> None:
-    """An adapter or importer failed in an unforeseen way on untrusted input. Log where, never
-    the input (the message of a KeyError or TypeError may quote it)."""
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f"{frame.filename}:{frame.lineno} in {frame.name}" if frame else "?"
-    log.warning("%s: unexpected %s at %s", what, type(exc).__name__, where)
 
 
 def available_providers() -> list[str]:
@@ -358,34 +329,30 @@ def available_providers() -> list[str]:
 class _IngestBase(ApiView):
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
     parser_classes = [RawBodyParser]
+    refusals = Refusals(
+        action="ingest ({provider})",
+        unreadable="The body is not a readable {provider} response: {reason}",
+        refused="The body cannot be ingested: {reason}",
+        unstorable="The turn cannot be stored: {reason}",
+        unexpected="The body is not a readable {provider} response ({reason}).",
+    )
+    provider = ""  # the request's, once it is known
+
+    def refusal_names(self) -> dict[str, str]:
+        return {"provider": self.provider}
 
     def run_ingest(self, request: Request, conversation: Conversation | None) -> Response:
-        provider = choice_param(request, "provider", available_providers())
-        try:
-            providers.adapter(provider)
-        except ImportError:
-            raise ValidationError({"provider": f"no {provider} adapter in this build"}) from None
+        provider = self.provider = choice_param(request, "provider", available_providers())
         title = text_param(request, "title", max_length=300)  # ingest() redacts both
         prompt = text_param(request, "prompt", max_length=100_000)
         api_version = text_param(request, "api_version", max_length=100) or None
         endpoint = redact_text(text_param(request, "endpoint", max_length=2000)) or None
         raw = read_body(request)
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)
-        try:
-            summary = ingest(
-                provider, [ResponseFile("body", raw, context)], owner=request.user,
-                title=title, prompt=prompt, conversation=conversation,
-            )
-        except MalformedInput as exc:
-            raise ParseError(f"The body is not a readable {provider} response: {exc}") from None
-        except (ProvenanceError, UnregisteredValue, ValueError) as exc:
-            raise ParseError(f"The body cannot be ingested: {exc}") from None
-        except (IntegrityError, DataError) as exc:
-            raise ParseError(f"The turn cannot be stored: {_db_reason(exc)}") from None
-        except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
-            _log_unexpected(f"ingest ({provider})", exc)
-            raise ParseError(f"The body is not a readable {provider} response "
-                             f"({type(exc).__name__}).") from None
+        summary = ingest(
+            provider, [ResponseFile("body", raw, context)], owner=request.user,
+            title=title, prompt=prompt, conversation=conversation,
+        )
         turn = summary.turn
         agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
         if turn.model_provenance:
@@ -475,12 +442,9 @@ class ForkView(ApiView):
         data = s.ForkRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         title = data.validated_data.get("title")
-        try:
-            forked = fork(
-                source, data.validated_data["at_turn"], owner=request.user,
-                title=redact_text(title) if title is not None else None,
-            )
-        except ForkError as exc:
-            raise ValidationError({"at_turn": str(exc)}) from None
+        forked = fork(
+            source, data.validated_data["at_turn"], owner=request.user,
+            title=redact_text(title) if title is not None else None,
+        )
         return _created(forked, _summary(forked))
 

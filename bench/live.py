@@ -105,7 +105,7 @@ def serve_live(port: int, replays: int, viewers: int, speed: float) -> None:
     session.create()
     conversations = [store.create_conversation(title=f"bench {i}", owner=user)
                      for i in range(replays)]
-    samples = [s for s in bundled.samples() if s.available()]
+    samples = bundled.samples()
     joined = 0
     everyone = asyncio.Event()
 

@@ -22,7 +22,9 @@ from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from rest_framework.authtoken.models import TokenProxy
 
+import providers
 from conversations.domains import DOMAIN, domain_regex
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 from streams.registries import EVENT_KINDS
@@ -34,13 +36,8 @@ TEXT_PREVIEW = 80
 
 # Tokens are credentials: DRF's token admin lists their keys. Tokens are issued with
 # ``manage.py create_token USER`` and never shown again.
-try:
-    from rest_framework.authtoken.models import TokenProxy
-
-    if admin.site.is_registered(TokenProxy):
-        admin.site.unregister(TokenProxy)
-except ImportError:  # pragma: no cover - authtoken not installed
-    pass
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)
 
 
 def _clip(text: str, limit: int = TEXT_PREVIEW) -> str:
@@ -59,10 +56,8 @@ def human_size(size: int) -> str:
 def decodes(provider: str, format: str, value_json: str) -> bool | None:
     """Does the payload decode with its provider's adapter? None: no adapter to ask."""
     try:
-        import providers
-
         adapter = providers.adapter(provider)
-    except (ValueError, ImportError):
+    except ValueError:  # a provider no adapter here reads
         return None
     decode = getattr(adapter, "decode", None)
     if decode is None:

@@ -3,7 +3,6 @@ project in each provider's real format, listed in ``manifest.json``."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,13 +10,10 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-import providers
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
 from live.models import Recording
 from live.sources import WireResponse, redacted
-
-log = logging.getLogger("turnscope.live")
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 
@@ -29,14 +25,6 @@ class Sample:
     prompt: str
     provider: str
     responses: tuple[WireResponse, ...]
-
-    def available(self) -> bool:
-        """Whether this process has the sample's adapter."""
-        try:
-            providers.adapter(self.provider)
-        except (ValueError, ImportError):
-            return False
-        return True
 
 
 def samples() -> list[Sample]:
@@ -68,9 +56,6 @@ def load(owner: Any, only: list[str] | None = None) -> list[tuple[Sample, Conver
     out = []
     for s in samples():
         if only and s.slug not in only:
-            continue
-        if not s.available():
-            log.warning("sample %s skipped: no %s adapter here", s.slug, s.provider)
             continue
         existing = (
             Recording.objects.filter(sample=s.slug, turn__conversation__owner=owner)

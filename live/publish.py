@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from live import protocol
@@ -43,7 +42,3 @@ async def publish_all(
         await publish(conversation_id, messages[0], layer)
     else:
         await publish(conversation_id, {"type": "batch", "messages": messages}, layer)
-
-
-def publish_sync(conversation_id: Any, message: dict[str, Any]) -> None:
-    async_to_sync(publish)(conversation_id, message)

@@ -7,7 +7,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -23,10 +23,7 @@ def owned_conversation(user: Any, conversation_id: Any) -> Conversation:
 
 
 def conversation_url(conversation: Conversation) -> str:
-    try:
-        return reverse("conversation-detail", args=[conversation.pk])
-    except NoReverseMatch:
-        return f"/c/{conversation.pk}/"
+    return reverse("conversation-detail", args=[conversation.pk])
 
 
 @never_cache

@@ -180,6 +180,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 REST_FRAMEWORK = {
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",

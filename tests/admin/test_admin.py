@@ -127,7 +127,6 @@ def test_large_payload_shows_a_preview_and_a_download(admin_client, client, djan
 
 
 def test_decodes_with_its_adapter():
-    pytest.importorskip("providers.anthropic")
     good = orjson.dumps({"type": "text", "text": "hi"}).decode()
     assert decodes("anthropic", "anthropic.content_block", good) is True
     assert decodes("anthropic", "anthropic.content_block", '{"no": "type"}') is False
@@ -137,7 +136,6 @@ def test_decodes_with_its_adapter():
 
 
 def test_payload_list_filters_and_decode_column(admin_client):
-    pytest.importorskip("providers.anthropic")
     payload({"type": "text", "text": "ok"})
     payload({"nope": 1})
     payload({"x": 1}, provider="openai", format="openai.responses.output_item", version="v9")

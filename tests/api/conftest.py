@@ -155,14 +155,3 @@ def response_files(provider: str, names: list[str]) -> list[list]:
             else:
                 turns.append([response])
     return turns
-
-
-def require_adapter(provider: str) -> None:
-    import importlib
-
-    import providers
-
-    try:
-        importlib.import_module(providers.ADAPTERS[provider])
-    except ModuleNotFoundError:
-        pytest.skip(f"the {provider} adapter is not in this build yet")

@@ -8,6 +8,7 @@ import json
 import orjson
 import pytest
 
+from conversations.exports import render_document
 from conversations.models import Conversation
 from conversations.schema import validate_export
 from tests.api.conftest import CITATION, build_conversation
@@ -196,12 +197,6 @@ def test_export_json_is_the_command_lines_bytes(conversation, alice_api):
 @pytest.mark.parametrize("fmt, content_type", [("markdown", "text/markdown"),
                                                ("html", "text/html")])
 def test_export_documents(conversation, alice_api, fmt, content_type):
-    try:
-        from conversations.exports import render_document
-        from conversations.rendering import render_html_export  # noqa: F401
-    except ImportError:
-        pytest.skip("the markdown / html renderer is not in this build yet")
-
     response = alice_api.get(url(conversation, f"/export?format={fmt}"))
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith(content_type)

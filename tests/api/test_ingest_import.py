@@ -17,7 +17,6 @@ WEB_SEARCH = "vercel-ai__anthropic-web-search-tool.1.chunks.txt"
 
 
 def anthropic_body() -> bytes:
-    pytest.importorskip("providers.anthropic")
     [rec] = recorded("anthropic", WEB_SEARCH)
     return rec.raw
 

@@ -23,7 +23,7 @@ from conversations.ingest import ResponseFile, ingest
 from providers.wire import DONE, read
 from streams.builder import AttributionRecord, EventRecord
 from streams.parts import Payload
-from tests.api.conftest import fixture_turns, require_adapter, response_files
+from tests.api.conftest import fixture_turns, response_files
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +131,6 @@ def test_planted_secrets_have_the_shapes_the_redactor_knows():
                          ids=[label for _p, label, _n in fixture_turns()])
 def test_every_fixture_as_recorded_and_with_planted_secrets(alice, caplog, provider, label,
                                                             names):
-    require_adapter(provider)
     caplog.set_level(logging.DEBUG)
     planted = 0
     for planting in (False, True):
@@ -153,7 +152,6 @@ def test_every_fixture_as_recorded_and_with_planted_secrets(alice, caplog, provi
 
 
 def test_api_ingest_and_error_messages_never_echo_a_secret(alice_api):
-    pytest.importorskip("providers.anthropic")
     good = b"\n".join(orjson.dumps(line) for line in [
         {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
                                               "model": "claude-x", "content": [], "usage": {}}},

@@ -171,7 +171,6 @@ def test_openai_annotation_spans_the_link_the_model_wrote():
 
 
 def test_gemini_ranges_match_segment_text_despite_drift():
-    pytest.importorskip("providers.google")
     name = ("pydantic-ai__test_google_vertex_tool_combination_omits_include_server_side_tool_"
             "invocations.yaml")
     s = ingest_one("google", name, index=1)
@@ -192,7 +191,6 @@ def _gemini_supports(name: str, index: int) -> list[dict]:
 
 
 def test_gemini_stream_utf8_offsets():
-    pytest.importorskip("providers.google")
     s = ingest_one("google", "pydantic-ai__test_google_model_web_search_tool_stream.yaml")
     message = s.turn.events.filter(kind="message").last()
     ranged = [a for a in message.attributions.all() if a.range_start is not None]

@@ -7,8 +7,8 @@ import orjson
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.management.refusals import refused_input
 from conversations.projections import import_document
-from conversations.schema import InvalidDocument
 
 
 class Command(BaseCommand):
@@ -31,8 +31,6 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: {exc.strerror}") from None
         except orjson.JSONDecodeError as exc:
             raise CommandError(f"{path}: not JSON ({exc})") from None
-        try:
+        with refused_input(str(path)):
             conversation = import_document(doc, owner=owner)
-        except InvalidDocument as exc:
-            raise CommandError(f"{path}: {exc}") from None
         self.stdout.write(str(conversation.pk))

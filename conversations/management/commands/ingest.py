@@ -8,9 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import providers
 from conversations.ingest import ResponseFile, ingest
-from conversations.provenance import ProvenanceError
-from providers.wire import MalformedInput
-from streams.registries import UnregisteredValue
+from conversations.management.refusals import refused_input
 
 
 class Command(BaseCommand):
@@ -44,13 +42,11 @@ class Command(BaseCommand):
                 files.append(ResponseFile(str(path), path.read_bytes(), context))
             except OSError as exc:
                 raise CommandError(f"{path}: {exc.strerror}") from None
-        try:
+        with refused_input():  # MalformedInput names the file and line itself
             summary = ingest(
                 options["provider"], files, owner=owner, title=options["title"],
                 prompt=options["prompt"],
             )
-        except (MalformedInput, ProvenanceError, UnregisteredValue, ValueError) as exc:
-            raise CommandError(str(exc)) from None
         for line in summary.lines():
             self.stdout.write(line)
         self.stdout.write(str(summary.conversation.pk))
