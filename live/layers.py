@@ -6,6 +6,9 @@ message and per viewer, which dominates a busy single process (see ``bench/live.
 subclass sweeps at most once per ``SWEEP_EVERY`` seconds; expiry is measured in tens of seconds,
 so nothing expires noticeably later. Use it with
 ``CHANNEL_LAYERS = {"default": {"BACKEND": "live.layers.InMemoryChannelLayer"}}``.
+
+It overrides a private method of channels: ``tests/live/test_layers.py`` pins channels' code it
+was written against (4.3, bounded in pyproject.toml) and fails when it changes.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Autobahn also formats the arguments of a debug log call for every frame it sends
 not debug logging is on, and colours them with ``click`` when click is importable (it comes
 with the dev tools): a tenth of the event loop's time in ``bench/live.py``. Nothing here shows
 autobahn's colours, so they are switched off.
+
+Both patch upstream internals: ``tests/live/test_transport.py`` pins the code they were written
+against (Twisted and autobahn 26.10, bounded in pyproject.toml) and fails when it changes.
 """
 
 from __future__ import annotations
@@ -51,7 +54,3 @@ def send_immediately() -> None:
     autobahn log arguments."""
     tcp.Connection.write = _write
     autobahn.util._HAS_CLICK = False
-
-
-def restore() -> None:
-    tcp.Connection.write = _buffered_write

@@ -108,3 +108,14 @@ def add_user_turn(conversation: Any, text: str) -> Any:
     from conversations import store
 
     return store.record_turns([store.user_turn(text)], conversation)[1][0]
+
+
+def source_fingerprint(obj: Any) -> str:
+    """A short hash of a function's source: a canary test pins the upstream code a patch of
+    ours was written against, and fails when an upgrade changes it."""
+    import hashlib
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(obj))
+    return hashlib.sha256(source.encode()).hexdigest()[:16]

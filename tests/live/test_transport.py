@@ -1,14 +1,25 @@
 """live.transport: Twisted TCP connections send at once when nothing is buffered, and keep
-Twisted's buffered path (order, back-pressure, disconnects) for everything else."""
+Twisted's buffered path (order, back-pressure, disconnects) for everything else; autobahn's log
+arguments are not coloured.
+
+Both patch upstream code, so canaries pin it: the source of what each patch replaces or reads
+(an upgrade that changes it fails here: re-read the patch against the new code, then update the
+fingerprint), and the cost each removes (if upstream stops paying it, drop the patch). The
+versions they were written for are bounded in pyproject.toml."""
 
 from __future__ import annotations
 
+import inspect
 import socket
 
+import autobahn.util
+import click
 import pytest
-from twisted.internet import main, tcp
+from autobahn.websocket.protocol import WebSocketProtocol
+from twisted.internet import abstract, main, tcp
 
 from live import transport
+from tests.support import source_fingerprint
 
 
 class Reactor:
@@ -25,10 +36,8 @@ class Reactor:
 
 
 @pytest.fixture
-def patched():
-    transport.send_immediately()
-    yield
-    transport.restore()
+def patched(monkeypatch):
+    monkeypatch.setattr(tcp.Connection, "write", transport._write)
 
 
 @pytest.fixture
@@ -117,9 +126,49 @@ def test_tls_and_closing_connections_are_left_to_twisted(patched, pair):
     assert connection in reactor.writers and read_all(peer) == b""
 
 
-def test_restore_puts_twisted_back(pair):
-    transport.restore()
+# -- canaries ----------------------------------------------------------------------------------
+
+
+def test_the_twisted_code_the_immediate_send_stands_in_for_is_unchanged():
+    """``_write`` replaces ``tcp.Connection.write`` (``_newtls.ConnectionMixin.write``: the TLS
+    layer, else ``FileDescriptor.write``) and sends only in the state ``doWrite`` leaves when
+    its buffers are empty, through ``writeSomeData`` (an int, or an exception for a lost
+    connection): Twisted 26.10."""
+    assert transport._buffered_write.__qualname__ == "ConnectionMixin.write"
+    assert transport._buffered_write.__module__ == "twisted.internet._newtls"
+    assert {name: source_fingerprint(code) for name, code in [
+        ("_newtls.ConnectionMixin.write", transport._buffered_write),
+        ("FileDescriptor.write", abstract.FileDescriptor.write),
+        ("FileDescriptor.doWrite", abstract.FileDescriptor.doWrite),
+        ("tcp.Connection.writeSomeData", tcp.Connection.writeSomeData),
+    ]} == {
+        "_newtls.ConnectionMixin.write": "9a1ac7496539526b",
+        "FileDescriptor.write": "b3410de7a82777bb",
+        "FileDescriptor.doWrite": "33b469b3af894e6a",
+        "tcp.Connection.writeSomeData": "e3d4a1d1f7d66a15",
+    }
+
+
+def test_without_the_patch_twisted_defers_every_write_to_the_selector(pair, monkeypatch):
+    """The cost the patch removes (if Twisted stops paying it, drop the patch)."""
+    monkeypatch.setattr(tcp.Connection, "write", transport._buffered_write)
     connection, peer, reactor = pair
     connection.write(b"buffered")
     assert connection in reactor.writers and read_all(peer) == b""
-    transport.send_immediately()  # as the asgi module left it
+
+
+def test_the_autobahn_flag_is_what_colours_its_log_arguments():
+    """``hl`` reads the module global ``_HAS_CLICK`` on every call: autobahn 26.10."""
+    assert source_fingerprint(autobahn.util.hl) == "f17ac08c2642c446"
+
+
+def test_autobahn_formats_coloured_log_arguments_for_every_frame_it_sends(monkeypatch):
+    """The cost the flag removes (if autobahn stops paying it, drop the flag): ``sendData``
+    builds its debug arguments with ``hltype``/``hlval`` whether or not debug is on, and with
+    click importable they are styled."""
+    send_data = inspect.getsource(WebSocketProtocol.sendData)
+    assert "hltype(self.sendData)" in send_data and "hlval(" in send_data
+    monkeypatch.setattr(autobahn.util, "_HAS_CLICK", True)
+    assert autobahn.util.hl("x") == click.style("x", fg="yellow", bold=False) != "x"
+    monkeypatch.setattr(autobahn.util, "_HAS_CLICK", False)
+    assert autobahn.util.hl("x") == "x"
