@@ -246,7 +246,10 @@ def parse(wire: WireInput, context: WireContext) -> Iterator[Part]:
         return
     first = _object(frames[0], "a Gemini response or Interactions event")
     if "event_type" in first or first.get("object") == "interaction":
-        yield from _Interactions(context).run(frames, body=wire.kind == "body")
+        # One event line also reads as a JSON body: an event is still an event (a stream cut
+        # after it), never a whole Interaction.
+        body = wire.kind == "body" and "event_type" not in first
+        yield from _Interactions(context).run(frames, body=body)
     else:
         yield from _Generate(context, stream=wire.kind == "stream").run(frames)
 

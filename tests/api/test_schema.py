@@ -141,6 +141,7 @@ def test_schema_and_docs_are_served_to_signed_in_users(alice, client):
 # -- schemathesis ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_schemathesis_fuzz(api):
     """Property-based cases from the schema, for every operation: no 5xx, responses conform."""
     schema, headers, conversation = api
@@ -192,6 +193,7 @@ def anthropic_stream_with(text: str) -> bytes:
     return b"\n".join(orjson.dumps(line) for line in lines) + b"\n"
 
 
+@pytest.mark.slow
 def test_schemathesis_security_corpus(api):
     """Explicit cases: corpus strings in every string query parameter of every operation, and
     inside import documents and ingest bodies."""

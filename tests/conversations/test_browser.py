@@ -13,7 +13,7 @@ import pytest
 from conversations.projections import import_document
 from tests.support import REPO, SECURITY_FIXTURES, shared_path
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"

@@ -13,7 +13,7 @@ import pytest
 
 from tests.live import e2e
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,7 @@ def _cases_or_skip() -> list[Any]:
         return [pytest.param(None, marks=pytest.mark.skip(reason="../shared is absent"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _cases_or_skip())
 def test_pathological_input_is_bounded(case: dict[str, Any]) -> None:
     text = build(case["parts"])

@@ -305,6 +305,7 @@ def export_problems(turns: list[dict[str, Any]], documents: set[str]) -> list[st
 EXPORT_STRIDE_ABOVE = 100
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus", sorted(CORPORA))
 def test_corpus(corpus: str) -> None:
     vectors = list(dict.fromkeys(CORPORA[corpus]()))  # unique, in corpus order
