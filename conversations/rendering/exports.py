@@ -14,7 +14,7 @@ import re
 from bisect import bisect_right
 from typing import Any
 
-from .markdown import MAX_MARKDOWN_CHARS, _line_starts, _md, prepare_text, remap
+from .markdown import MAX_MARKDOWN_CHARS, block_tokens, line_starts, prepare_text, remap
 from .sanitize import SEARCH_ENTRY_POINT_SANDBOX
 from .sources import attribution_range, citation_order, number_sources, seq_order
 from .text import clean_text
@@ -83,9 +83,8 @@ def _footnote_offsets(text: str, ends: list[int]) -> list[tuple[int, bool]]:
     """
     if len(text) > MAX_MARKDOWN_CHARS:
         return [(len(text.rstrip()), False)] * len(ends)
-    md = _md()
-    tokens = md.block.parse(text, md, {}, []) or []
-    starts = _line_starts(text)
+    tokens = block_tokens(text)
+    starts = line_starts(text)
     nlines = len(starts)
 
     def line_end(line: int) -> int:
