@@ -56,7 +56,7 @@ from conversations.projections import (
     conversation_dict,
     event_dict,
     events_queryset,
-    export_json,
+    export_document,
     import_document,
     turn_dict,
     turns_with_events,
@@ -292,15 +292,7 @@ class ConversationExportView(ApiView):
         fmt = choice_param(request, "format", EXPORT_FORMATS, "json")
         projection = self.projection(conversation)
         content_type, extension = EXPORT_FORMATS[fmt]
-        if fmt == "json":
-            body = export_json(conversation, projection)
-        else:
-            try:
-                from conversations.exports import render_document
-
-                body = render_document(conversation, fmt).encode()
-            except ImportError:  # the renderer is not part of this build
-                raise ValidationError({"format": f"{fmt} exports are not available"}) from None
+        body = export_document(conversation, fmt, projection)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = (
             f'attachment; filename="conversation-{conversation.pk}.{extension}"'

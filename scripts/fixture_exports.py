@@ -112,8 +112,7 @@ def _stable(value: object) -> bytes:
 
 def _rendered(conversation: object, key: str, out: dict[str, str]) -> None:
     """The page fragment, ``render_turn`` result and both exports of one conversation."""
-    from conversations.exports import render_document
-    from conversations.projections import conversation_dict
+    from conversations.projections import conversation_dict, export_document
     from conversations.reading import turn_views
     from conversations.rendering import render_turn
 
@@ -123,8 +122,8 @@ def _rendered(conversation: object, key: str, out: dict[str, str]) -> None:
     out[f"{key}/page"] = _digest(*(_masked_rendered(p) for p in pages))
     out[f"{key}/render_turn"] = _digest(*turns)
     for fmt in ("markdown", "html"):
-        text = render_document(conversation, fmt)  # type: ignore[arg-type]
-        out[f"{key}/{fmt}"] = _digest(_masked_rendered(text.encode()))
+        text = export_document(conversation, fmt)  # type: ignore[arg-type]
+        out[f"{key}/{fmt}"] = _digest(_masked_rendered(text))
 
 
 def _groups(directory: Path) -> list[tuple[str, list[Path]]]:
@@ -243,8 +242,7 @@ def _corpus_texts() -> dict[str, list[str]]:
 def _corpus(out: dict[str, str]) -> None:
     import random
 
-    from conversations.rendering import Cite, render_markdown
-    from conversations.rendering.turn import render_html_export, render_markdown_export
+    from conversations.rendering import Cite, render_export, render_markdown
 
     for name, texts in _corpus_texts().items():
         rng = random.Random(name)
@@ -280,8 +278,8 @@ def _corpus(out: dict[str, str]) -> None:
                "conversation": {"id": "c", "title": name, "created_at": None,
                                 "forked_from": None},
                "turns": turns}
-        out[f"render/{name}/markdown"] = _digest(render_markdown_export(doc).encode())
-        out[f"render/{name}/html"] = _digest(render_html_export(doc).encode())
+        out[f"render/{name}/markdown"] = _digest(render_export(doc, "markdown").encode())
+        out[f"render/{name}/html"] = _digest(render_export(doc, "html").encode())
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ over rendered HTML.
 from .boundaries import line_starts
 from .cites import Cite, marker_html
 from .parser import PLUGINS, block_tokens, new_parser
-from .plugin import cite_plugin
+from .plugin import cite_env, cite_plugin
 from .prepare import prepare_text, remap
 from .render import MAX_MARKDOWN_CHARS, render_markdown
 
@@ -35,6 +35,7 @@ __all__ = [
     "PLUGINS",
     "Cite",
     "block_tokens",
+    "cite_env",
     "cite_plugin",
     "line_starts",
     "marker_html",

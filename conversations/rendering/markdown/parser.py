@@ -16,7 +16,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from ..sanitize import is_allowed_url
+from ..urls import is_allowed_url
 from .depth import inline_depth_plugin
 from .plugin import cite_plugin
 

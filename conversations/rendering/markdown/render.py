@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
 
 from ..sanitize import clean_html
-from .cites import CITE_PLAN, Cite, Plan, build_events, marker_html
+from .cites import Cite, marker_html
 from .parser import parser
+from .plugin import cite_env
 from .prepare import prepare_text, remap
 
 MAX_MARKDOWN_CHARS = 100_000  # per event; above it the text is shown escaped, not parsed
@@ -70,10 +70,6 @@ def render_markdown(text: str, cites: Sequence[Cite] = (), *, anchor_prefix: str
     if len(prepared) > MAX_MARKDOWN_CHARS:
         return _capped_html(prepared, cites, anchor_prefix)
     md = parser()
-    env: dict[str, Any] = {}
-    if cites:
-        env[CITE_PLAN] = Plan(
-            cites=cites, events=build_events(prepared, cites), anchor_prefix=anchor_prefix
-        )
+    env = cite_env(prepared, cites, anchor_prefix)
     rendered = md.renderer.render(md.parse(prepared, env), md.options, env)
     return clean_html(rendered)
