@@ -45,7 +45,6 @@ from api.permissions import (
 )
 from api.throttling import WriteRateThrottle
 from conversations import openwop
-from conversations.exports import render_document
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
@@ -54,7 +53,7 @@ from conversations.projections import (
     conversation_dict,
     event_dict,
     events_queryset,
-    export_json,
+    export_document,
     import_document,
     turn_dict,
     turns_with_events,
@@ -284,10 +283,7 @@ class ConversationExportView(ApiView):
         fmt = choice_param(request, "format", EXPORT_FORMATS, "json")
         projection = self.projection(conversation)
         content_type, extension = EXPORT_FORMATS[fmt]
-        if fmt == "json":
-            body = export_json(conversation, projection)
-        else:
-            body = render_document(conversation, fmt).encode()
+        body = export_document(conversation, fmt, projection)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = (
             f'attachment; filename="conversation-{conversation.pk}.{extension}"'

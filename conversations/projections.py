@@ -21,6 +21,7 @@ from django.db.models import Prefetch, QuerySet
 from conversations import provenance, store
 from conversations.models import Attribution, Conversation, Event, Turn
 from conversations.redaction import redact_document
+from conversations.rendering import DocumentFormat, render_export
 from conversations.schema import InvalidDocument, validate_export
 from streams.bodies import MessageBody, ReasoningBody, body_class
 from streams.builder import AttributionRecord, EventRecord, storable
@@ -31,6 +32,8 @@ FORMAT = "turnscope.conversation"
 VERSION = 1
 Projection = Literal["portable", "native"]
 PROJECTIONS = ("portable", "native")
+ExportFormat = Literal["json"] | DocumentFormat
+EXPORT_FORMATS = ("json", "markdown", "html")
 
 
 # -- export ---------------------------------------------------------------------------------
@@ -142,6 +145,17 @@ def conversation_dict(
 
 def export_json(conversation: Conversation, projection: Projection = "portable") -> bytes:
     return orjson.dumps(conversation_dict(conversation, projection), option=orjson.OPT_INDENT_2)
+
+
+def export_document(
+    conversation: Conversation, fmt: ExportFormat = "json", projection: Projection = "portable"
+) -> bytes:
+    """The one export entry point, as the bytes of the file: the JSON contract in
+    ``projection``, or Markdown / HTML rendered from the portable projection (``projection``
+    does not apply to them: the renderer reads only the portable one)."""
+    if fmt == "json":
+        return export_json(conversation, projection)
+    return render_export(conversation_dict(conversation, "portable"), fmt).encode()
 
 
 # -- import ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlsplit
 from streams.bodies import ActivityBody
 
 from .text import clean_text
+from .urls import browser_url
 
 MAX_URL_CHARS = 8192
 MAX_TITLE_CHARS = 300
@@ -34,8 +35,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # encoded octets stay as they are).
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
-_URL_EDGE = "".join(chr(c) for c in range(0x21))
-_URL_TAB_NL = str.maketrans("", "", "\t\n\r")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +53,7 @@ def normalise_url(raw: object) -> NormalisedURL:
 @lru_cache(maxsize=4096)
 def _normalise(raw: str) -> NormalisedURL:
     # Pure function of the string, and a turn asks for the same few URLs many times.
-    url = raw.strip(_URL_EDGE).translate(_URL_TAB_NL)
+    url = browser_url(raw)
     display = clean_text(url, limit=300)
     if not url:
         return NormalisedURL(key="", href=None, domain="", display="")
@@ -121,11 +120,6 @@ class SourceRegistry:
     def number_for(self, source: object) -> int | None:
         entry = self.lookup(source)
         return entry.number if entry else None
-
-    def by_number(self, number: int) -> Source | None:
-        if 1 <= number <= len(self.cited):
-            return self.cited[number - 1]
-        return None
 
 
 def _field(mapping: object, name: str) -> Any:

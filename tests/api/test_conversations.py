@@ -3,12 +3,13 @@ exports, and who may see what."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import orjson
 import pytest
+from django.core.management import call_command
 
-from conversations.exports import render_document
 from conversations.models import Conversation
 from conversations.schema import validate_export
 from tests.api.conftest import CITATION, build_conversation
@@ -194,14 +195,18 @@ def test_export_json_is_the_command_lines_bytes(conversation, alice_api):
         validate_export(orjson.loads(response.content))
 
 
-@pytest.mark.parametrize("fmt, content_type", [("markdown", "text/markdown"),
-                                               ("html", "text/html")])
-def test_export_documents(conversation, alice_api, fmt, content_type):
+@pytest.mark.parametrize("fmt, content_type, start", [("markdown", "text/markdown", "# "),
+                                                      ("html", "text/html", "<!DOCTYPE html>")])
+def test_export_documents_are_the_command_lines_text(conversation, alice_api, fmt, content_type,
+                                                     start):
     response = alice_api.get(url(conversation, f"/export?format={fmt}"))
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith(content_type)
     assert response["Content-Disposition"].startswith("attachment;")
-    assert response.content.decode() == render_document(conversation, fmt)
+    out = io.StringIO()
+    call_command("export", str(conversation.pk), "--format", fmt, stdout=out)
+    assert response.content.decode() == out.getvalue()
+    assert out.getvalue().startswith(start)
 
 
 def test_export_unknown_format_is_400(conversation, alice_api):

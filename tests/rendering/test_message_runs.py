@@ -4,7 +4,7 @@ into many blocks, e.g. Anthropic sends every cited passage as its own text block
 import html5lib
 
 from conversations.rendering import render_turn
-from conversations.rendering.turn import run_key
+from conversations.rendering.runs import run_key
 
 
 def event(seq, text, *cites, kind="message"):
@@ -52,7 +52,7 @@ def test_runs_break_at_other_events_and_are_keyed_by_first_event_and_length():
 
 
 def test_markdown_export_keeps_every_block_of_a_run():
-    from conversations.rendering import render_html_export, render_markdown_export
+    from conversations.rendering import render_export
 
     doc = {"format": "turnscope.conversation", "version": 1, "projection": "portable",
            "conversation": {"id": "c1", "title": "t", "created_at": None, "forked_from": None},
@@ -62,9 +62,9 @@ def test_markdown_export_keeps_every_block_of_a_run():
                event(3, "\n- "),
                event(4, "The Sun adds a smaller pull.", "https://b.example/"),
            )]}
-    markdown = render_markdown_export(doc)
+    markdown = render_export(doc, "markdown")
     expected = ("Highlights:", "- Tides are caused by the Moon.[^", "The Sun adds a smaller pull.")
     for text in expected:
         assert text in markdown
-    html = render_html_export(doc)
+    html = render_export(doc, "html")
     assert "Tides are caused by the Moon." in html and "The Sun adds a smaller pull." in html

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 import yaml
 
-from conversations.rendering.sanitize import (
-    clean_html,
+from conversations.rendering.entry_point import (
     clean_search_entry_point,
-    is_allowed_url,
     sanitize_stylesheet,
     search_entry_point_document,
 )
+from conversations.rendering.sanitize import clean_html
+from conversations.rendering.urls import is_allowed_url
 from tests.support import provider_fixture
 
 from .helpers import ENTRY_POINT_ALLOWED, elements, policy_problems

@@ -22,11 +22,10 @@ from markdown_it.utils import read_fixture_file
 from conversations.rendering import (
     clean_html,
     clean_search_entry_point,
-    render_html_export,
-    render_markdown_export,
+    render_export,
     render_turn,
 )
-from conversations.rendering.turn import ActivityItem, ArtifactItem
+from conversations.rendering.items import ActivityItem, ArtifactItem
 from tests.support import shared_path
 
 from .helpers import (
@@ -268,7 +267,7 @@ def export_problems(turns: list[dict[str, Any]], documents: set[str]) -> list[st
     doc = {"format": "turnscope.conversation", "version": 1, "projection": "portable",
            "conversation": {"id": "c", "title": turns[0]["events"][1]["text"]},
            "turns": turns}  # fmt: skip
-    page = render_html_export(doc)
+    page = render_export(doc, "html")
     problems = policy_problems(page, EXPORT_PAGE)
     for el in elements(page):
         if el.tag == "iframe":
@@ -283,7 +282,7 @@ def export_problems(turns: list[dict[str, Any]], documents: set[str]) -> list[st
     # the model's own markdown, kept as written, so it is left out here.
     for turn in turns:
         turn["events"][1]["text"] = "Cited text."
-    markdown = render_markdown_export(doc)
+    markdown = render_export(doc, "markdown")
     for token in MarkdownIt("commonmark").parse(markdown):
         if token.type == "html_block" and token.content.strip() not in (
             "<details><summary>Reasoning</summary>",

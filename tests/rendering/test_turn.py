@@ -10,12 +10,11 @@ from markdown_it import MarkdownIt
 
 from conversations.rendering import (
     RENDERER_VERSION,
-    render_html_export,
-    render_markdown_export,
+    render_export,
     render_turn,
     text_fragment,
 )
-from conversations.rendering.turn import (
+from conversations.rendering.items import (
     ActivityItem,
     ArtifactItem,
     MessageItem,
@@ -81,7 +80,6 @@ def test_render_turn_items_in_seq_order() -> None:
     kinds = [type(item) for item in rendered.items]
     assert kinds == [ReasoningItem, ActivityItem, ActivityItem, MessageItem, ToolCallItem,
                      ArtifactItem]  # fmt: skip
-    assert rendered.renderer_version == RENDERER_VERSION
     assert (rendered.provider, rendered.model, rendered.agent_id) == ("anthropic", "claude-x", "a1")
 
 
@@ -195,7 +193,8 @@ def conversation(*turns: dict[str, Any]) -> dict[str, Any]:
 def test_markdown_export_has_footnotes_and_literal_titles() -> None:
     user = {"id": "u", "index": 0, "role": "user", "status": "complete", "events": [
         {"id": "um", "seq": 1, "kind": "message", "text": "How high is the river?"}]}  # fmt: skip
-    text = render_markdown_export(conversation(user, make_turn(index=1)))
+    text = render_export(conversation(user, make_turn(index=1)), "markdown")
+    assert f"exported by Turnscope (renderer {RENDERER_VERSION})" in text
     assert "The river rose two metres.[^t2-1]" in text
     assert "[^t2-1]: [Gauges](<https://gauges.example/river#:~:text=" in text
     assert "web search “river levels”: completed" in text
@@ -221,12 +220,12 @@ def test_markdown_export_footnote_after_code_block() -> None:
             {"source": {"url": "https://gauges.example/river"}, "range": {"start": 9, "end": 18}}
         ],
     )
-    out = render_markdown_export(conversation(turn))
+    out = render_export(conversation(turn), "markdown")
     assert "```\ncode line\n```\n\n[^t1-1]\n" in out
 
 
 def test_html_export_is_self_contained() -> None:
-    page = render_html_export(conversation(make_turn()))
+    page = render_export(conversation(make_turn()), "html")
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page and "javascript:" not in page.replace("javascript:alert(1))", "")
     assert 'id="src-turn-1-1"' in page and 'href="#src-turn-1-1"' in page

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.models import Conversation
-from conversations.projections import PROJECTIONS, export_json
+from conversations.projections import EXPORT_FORMATS, PROJECTIONS, export_document
 
 
 class Command(BaseCommand):
@@ -15,17 +15,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("conversation_id")
         parser.add_argument("--projection", choices=PROJECTIONS, default="portable")
-        parser.add_argument("--format", choices=("json", "markdown", "html"), default="json")
+        parser.add_argument("--format", choices=EXPORT_FORMATS, default="json")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             conversation = Conversation.objects.get(pk=options["conversation_id"])
         except (Conversation.DoesNotExist, ValidationError):
             raise CommandError(f"no conversation {options['conversation_id']!r}") from None
-        if options["format"] == "json":
-            text = export_json(conversation, options["projection"]).decode()
-        else:
-            from conversations.exports import render_document
-
-            text = render_document(conversation, options["format"])
+        text = export_document(conversation, options["format"], options["projection"]).decode()
         self.stdout.write(text)

@@ -1,0 +1,184 @@
+"""The Markdown export: the model's Markdown as written, with footnote citations.
+
+Titles, excerpts and queries are escaped so they stay literal text; footnote references go
+where the block parser says a cited span's block ends, never inside Markdown syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from typing import Any
+
+from ..items import (
+    ActivityItem,
+    ArtifactItem,
+    MessageItem,
+    ReasoningItem,
+    SourceItem,
+    ToolCallItem,
+)
+from ..markdown import MAX_MARKDOWN_CHARS, block_tokens, line_starts, prepare_text, remap
+from ..runs import event_id, merge_run
+from ..sources import attribution_range, citation_order, number_sources, seq_order
+from ..text import clean_text
+from ..turn import RENDERER_VERSION, render_turn
+from .document import activity_line, document_turns, role_label
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~&])")
+
+
+def _md_text(value: str) -> str:
+    """Plain text made literal in Markdown (no links, emphasis, HTML or entities)."""
+    return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def _md_url(href: str) -> str:
+    return "<" + href.replace("<", "%3C").replace(">", "%3E").replace(" ", "%20") + ">"
+
+
+def _fence(text: str, info: str = "text") -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text}\n{ticks}"
+
+
+def _footnote_offsets(text: str, ends: list[int]) -> list[tuple[int, bool]]:
+    """Where to put each footnote reference: ``(offset, on_its_own_line)``.
+
+    Inline positions are unknown to the block parser, so a reference goes at the end of the
+    paragraph/heading/list item where the cited span ends, or on its own line after a code
+    block or table: never inside Markdown syntax.
+    """
+    if len(text) > MAX_MARKDOWN_CHARS:
+        return [(len(text.rstrip()), False)] * len(ends)
+    tokens = block_tokens(text)
+    starts = line_starts(text)
+    nlines = len(starts)
+
+    def line_end(line: int) -> int:
+        end = starts[line + 1] - 1 if line + 1 < nlines else len(text)
+        while end > starts[line] and text[end - 1] in " \t":
+            end -= 1
+        return end
+
+    blocks: list[tuple[int, tuple[int, bool]]] = []  # (span start, insertion point)
+    in_table = False
+    for token in tokens:
+        if token.type in ("table_open", "table_close"):
+            in_table = token.type == "table_open"
+        if not token.map or token.map[0] >= nlines:
+            continue
+        first, last = token.map
+        if token.type == "inline" and not in_table:
+            blocks.append((starts[first], (line_end(last - 1), False)))
+        elif token.type in ("fence", "code_block", "html_block", "table_open"):
+            blocks.append((starts[first], (line_end(last - 1), True)))
+    blocks.sort()
+    span_starts = [b[0] for b in blocks]
+    out = []
+    for end in ends:
+        i = bisect_right(span_starts, max(end - 1, 0)) - 1
+        out.append(blocks[i][1] if i >= 0 else (len(text.rstrip()), False))
+    return out
+
+
+def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
+    prepared, removed = prepare_text(text)
+    if not refs:
+        return prepared.strip("\n")
+    ends = [remap(end, removed) for end, _ in refs]
+    inserts: dict[tuple[int, bool], list[str]] = {}
+    for where, (_, label) in zip(_footnote_offsets(prepared, ends), refs, strict=True):
+        bucket = inserts.setdefault(where, [])
+        if label not in bucket:
+            bucket.append(label)
+    out = prepared
+    for (at, own_line), labels in sorted(inserts.items(), reverse=True):
+        refs_text = "".join(f"[^{label}]" for label in labels)
+        out = out[:at] + (f"\n\n{refs_text}\n" if own_line else refs_text) + out[at:]
+    return out.strip("\n")
+
+
+def _md_source(source: SourceItem) -> str:
+    name = _md_text(source.label)
+    link = f"[{name}]({_md_url(source.href)})" if source.href else name
+    if not source.href and source.url and source.url != source.label:
+        link += f" ({_md_text(source.url)})"
+    if source.excerpt:
+        link += f" — “{_md_text(source.excerpt)}”"
+    return link
+
+
+def markdown_export(doc: dict[str, Any]) -> str:
+    conversation, turns = document_turns(doc)
+    title = clean_text(conversation.get("title"), limit=300) or "Conversation"
+    lines = [f"# {_md_text(title)}", ""]
+    meta = [f"Conversation {_md_text(clean_text(conversation.get('id'), limit=200))}"]
+    if conversation.get("created_at"):
+        meta.append(f"created {_md_text(clean_text(conversation.get('created_at'), limit=60))}")
+    if conversation.get("forked_from"):
+        meta.append(f"forked from {_md_text(clean_text(conversation.get('forked_from'), 200))}")
+    meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
+    lines += [" · ".join(meta), ""]
+
+    for position, turn in enumerate(turns):
+        rendered = render_turn(turn)
+        registry = number_sources(turn)
+        label_prefix = f"t{(rendered.index if rendered.index is not None else position) + 1}"
+        heading = f"## Turn {label_prefix[1:]} · {role_label(rendered)}"
+        if rendered.provider or rendered.model:
+            heading += f" · {_md_text(rendered.provider)} / {_md_text(rendered.model)}"
+        lines += ["---", "", heading, ""]
+        if rendered.status and rendered.status != "complete":
+            reason = f" ({_md_text(rendered.end_reason)})" if rendered.end_reason else ""
+            lines += [f"_Status: {_md_text(rendered.status)}{reason}_", ""]
+        events = {event_id(e, i): e for i, e in enumerate(seq_order(turn.get("events")))}
+        for item in rendered.items:
+            if isinstance(item, MessageItem):
+                run = [events[i] for i in item.event_ids or (item.event_id,) if i in events]
+                event = merge_run(run) if run else {}
+                text = event.get("text") if isinstance(event.get("text"), str) else ""
+                refs = []
+                for attribution in citation_order(event):
+                    number = registry.number_for(attribution.get("source"))
+                    if number is None:
+                        continue
+                    rng = attribution_range(attribution, len(text))
+                    refs.append((rng[1] if rng else len(text), f"{label_prefix}-{number}"))
+                lines += [_markdown_message(text, refs), ""]
+                if item.incomplete:
+                    lines += ["_(This message was cut off.)_", ""]
+            elif isinstance(item, ActivityItem):
+                lines += [f"> {_md_text(activity_line(item))}", ""]
+            elif isinstance(item, ReasoningItem):
+                if item.redacted:
+                    lines += ["> _Reasoning (redacted by the provider)_", ""]
+                elif item.text:
+                    lines += [
+                        "<details><summary>Reasoning</summary>",
+                        "",
+                        _fence(item.text),
+                        "",
+                        "</details>",
+                        "",
+                    ]
+            elif isinstance(item, ToolCallItem):
+                lines += [
+                    f"Tool call `{item.name.replace('`', '')}`:",
+                    "",
+                    _fence(item.arguments, "json"),
+                    "",
+                ]
+            elif isinstance(item, ArtifactItem):
+                summary = f": {_md_text(item.summary)}" if item.summary else ""
+                lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
+        for source in rendered.sources:
+            lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
+        if rendered.sources:
+            lines.append("")
+        if rendered.also_consulted:
+            lines += ["Also consulted:", ""]
+            lines += [f"- {_md_source(source)}" for source in rendered.also_consulted]
+            lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"

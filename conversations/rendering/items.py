@@ -1,0 +1,130 @@
+"""Display data: what ``render_turn`` returns for the templates and the exports.
+
+Only message HTML and the search-entry-point ``srcdoc`` are HTML, both sanitized and typed
+``SanitizedHTML`` (its ``__html__`` tells Django and Jinja not to escape it again). Every other
+string — titles, excerpts, queries, URLs — is plain text for the template engine to escape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .entry_point import SEARCH_ENTRY_POINT_SANDBOX
+from .links import source_anchor, source_href
+from .sources import Source
+
+
+class SanitizedHTML(str):
+    """HTML that went through the sanitizer. Template engines honour ``__html__``."""
+
+    __slots__ = ()
+
+    def __html__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    number: int | None  # None: consulted, never cited
+    title: str  # "" when the provider gave none
+    label: str  # title, else domain, else URL
+    domain: str
+    url: str  # the URL as plain text
+    href: str | None  # http(s) only, with a text fragment when there is an excerpt
+    excerpt: str | None
+    excerpts: tuple[str, ...]
+    anchor: str | None  # id of the list entry (cited sources)
+
+
+def source_item(source: Source, turn_id: str) -> SourceItem:
+    return SourceItem(
+        number=source.number,
+        title=source.title,
+        label=source.label,
+        domain=source.domain,
+        url=source.url,
+        href=source_href(source),
+        excerpt=source.excerpts[0] if source.excerpts else None,
+        excerpts=tuple(source.excerpts),
+        anchor=source_anchor(turn_id, source.number) if source.number else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageItem:
+    seq: int | None
+    event_id: str  # the first event of the run
+    html: SanitizedHTML
+    incomplete: bool
+    type: str = "message"
+    event_ids: tuple[str, ...] = ()  # every event of the run, in seq order
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityItem:
+    seq: int | None
+    event_ids: tuple[str, ...]
+    activity_id: str
+    name: str
+    state: str  # latest state: started | completed | failed
+    never_finished: bool  # started, no terminal transition, and the turn is over
+    running: bool  # started and the turn is still streaming
+    query: str | None
+    inputs: tuple[tuple[str, str], ...]
+    summary: str
+    sources: tuple[SourceItem, ...]
+    error_code: str
+    type: str = "activity"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningItem:
+    seq: int | None
+    event_id: str
+    text: str  # plain text ("" when redacted)
+    redacted: bool
+    incomplete: bool
+    type: str = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallItem:
+    seq: int | None
+    event_id: str
+    call_id: str
+    name: str
+    arguments: str  # JSON text, plain
+    type: str = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactItem:
+    seq: int | None
+    event_id: str
+    artifact_type: str
+    summary: str
+    # Attribute-escaped document for <iframe sandbox="{sandbox}" srcdoc="{srcdoc}">; None when
+    # the artifact has nothing to display.
+    srcdoc: SanitizedHTML | None
+    sandbox: str = SEARCH_ENTRY_POINT_SANDBOX
+    type: str = "artifact"
+
+
+TimelineItem = MessageItem | ActivityItem | ReasoningItem | ToolCallItem | ArtifactItem
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedTurn:
+    turn_id: str
+    index: int | None
+    role: str
+    status: str
+    end_reason: str
+    agent_id: str
+    provider: str
+    model: str
+    html: dict[str, SanitizedHTML]  # message-run HTML by run key (``run_key``)
+    fresh_html: dict[str, SanitizedHTML]  # the part of ``html`` rendered now (cache these)
+    sources: tuple[SourceItem, ...]
+    also_consulted: tuple[SourceItem, ...]
+    items: tuple[TimelineItem, ...]  # every event kind, in seq order
