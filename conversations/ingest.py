@@ -101,7 +101,7 @@ def ingest(
     ))
     # The whole turn is known: conversation, turns and every row in one transaction.
     into = conversation if conversation is not None else store.NewConversation(
-        title=title or _title(prompt, records, builder), owner=owner)
+        title=title or title_for(prompt, records, builder), owner=owner)
     conversation, written = store.record_turns(turns, into)
     turn = written[-1]
     summary = _summary(conversation, turn, builder, records)
@@ -112,7 +112,8 @@ def ingest(
     return summary
 
 
-def _title(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:
+def title_for(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:
+    """A conversation title from its prompt, else its first message, else who served it."""
     source = prompt or next((r.text for r in records if r.kind == "message" and r.text), "")
     # The first line of text, without the markdown that opens it ("### ", "> ", "- ", "**").
     first_line = next((line.strip().lstrip("#>*-_ ").rstrip("*_ ") for line in

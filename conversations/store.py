@@ -17,6 +17,7 @@ them are one writer, and ``COLUMNS`` has to sit beside the code that builds rows
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any
 
 import orjson
 from django.db import connections, router, transaction
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from conversations.ids import uuid7, uuid7_ints
@@ -42,6 +43,8 @@ from streams.bodies import ActivityBody, Body, body_json, load
 from streams.builder import EventRecord, storable
 from streams.parts import Payload
 from streams.registries import EVENT_KINDS
+
+log = logging.getLogger("turnscope.store")
 
 # -- what callers describe -----------------------------------------------------------------------
 
@@ -264,13 +267,15 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
 
 
 def _record_turns(
-    turns: Sequence[NewTurn], conversation: Conversation | NewConversation
+    turns: Sequence[NewTurn], conversation: Conversation | NewConversation, *,
+    reuse_payloads: bool = False,
 ) -> tuple[Conversation, list[Turn], _Rows]:
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = _Tables.of(connection)
     with transaction.atomic(using=using), connection.cursor() as cursor:
         rows = _Rows(tables, connection, None)
+        rows.reuse_payloads = reuse_payloads
         new = isinstance(conversation, NewConversation)
         if isinstance(conversation, NewConversation):
             conversation = rows.conversation_row(conversation)
@@ -336,13 +341,8 @@ _FIELD_ORDER: dict[type[Model], tuple[str, ...]] = {}
 def _payload_values(payload: Payload) -> tuple[str, int, str]:
     """A payload value as stored: its JSON text, size in bytes and SHA-256 (see
     ProviderPayload.build)."""
-    value = payload.value
-    if isinstance(value, orjson.Fragment):
-        contents = value.contents
-        raw = contents if isinstance(contents, bytes) else contents.encode()
-    else:
-        raw = orjson.dumps(value)
-    return raw.decode(), len(raw), hashlib.sha256(raw).hexdigest()
+    raw = orjson.dumps(payload.value)  # a Fragment's own bytes, verbatim (it has no attribute
+    return raw.decode(), len(raw), hashlib.sha256(raw).hexdigest()  # to read them back)
 
 
 def _derived(body: Body) -> tuple[str, str]:
@@ -373,6 +373,9 @@ class _Rows:
         self.bodies: list[Body] = []  # the typed body of each of event_rows
         self.attributions: list[tuple[Any, ...]] = []
         self.domains: dict[str, str] = {}
+        # Point at an identical payload row already stored instead of writing another (see
+        # record_fork), for payloads of at least REUSE_PAYLOAD_BYTES.
+        self.reuse_payloads = False
 
     def ids(self, count: int) -> list[Any]:
         """``count`` fresh ids (see ``conversations.ids``), as the database takes them."""
@@ -413,6 +416,15 @@ class _Rows:
 
     def _payload(self, payload: Payload, payload_id: Any) -> Any:
         value, size, digest = _payload_values(payload)
+        if self.reuse_payloads and size >= REUSE_PAYLOAD_BYTES:
+            stored = (
+                ProviderPayload.objects.select_for_update()  # a delete waits for this write
+                .filter(sha256=digest, size=size, provider=payload.provider,
+                        format=payload.format, version=payload.version)
+                .values_list("id", flat=True).first()
+            )
+            if stored is not None:
+                return self.tables.uuid(stored)
         self.payloads.append((
             payload_id, payload.provider, payload.format, payload.version, value, size, digest,
             self.stamp,
@@ -631,3 +643,93 @@ def _update_returning(connection: Any) -> bool:
 
         return sqlite3.sqlite_version_info >= (3, 35)
     return False
+
+
+# -- whole conversations: forks of an import, rename, delete --------------------------------------
+
+
+def record_fork(
+    source: Conversation,
+    at_turn: int | None,
+    turns: Sequence[NewTurn],
+    into: NewConversation,
+) -> Conversation:
+    """A new conversation (``into``) forked from ``source`` at ``at_turn``, holding ``turns``
+    whole: the turns 0..``at_turn`` it shares with ``source`` first (as the caller has them,
+    e.g. an import that has just written ``source`` from the same records), then its own.
+    ``at_turn`` None: a fork that shares no turn (it diverges at the first message). One
+    transaction. (``copy_turns`` is the fork that copies the shared turns from the database.)
+
+    Payloads of at least ``REUSE_PAYLOAD_BYTES`` identical to a row already stored (a chat
+    export's conversation object, on the shared first turn) are referenced, not written again:
+    payloads are immutable, and a delete keeps a row while anything references it."""
+    into.forked_from, into.forked_at_turn = source, at_turn
+    return _record_turns(turns, into, reuse_payloads=True)[0]
+
+
+REUSE_PAYLOAD_BYTES = 1024  # smaller ones cost less to write again than to look up
+
+
+def rename_conversation(conversation: Conversation, title: str) -> None:
+    """Give ``conversation`` a new title (bookkeeping: no turn or event changes)."""
+    conversation.title = storable(title)[:300]
+    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+
+
+class ConversationBusy(RuntimeError):
+    """The conversation has a turn still streaming: it cannot be removed under its runner."""
+
+
+@dataclass
+class Deleted:
+    conversation: Any  # its id
+    turns: int
+    events: int
+    attributions: int
+    payloads: int  # provider payload rows removed (those no other conversation uses)
+
+
+def delete_conversation(conversation: Conversation) -> Deleted:
+    """Remove ``conversation`` whole: its turns, events, attributions, recordings and cached
+    renderings, and the provider payloads nothing else references. A payload a fork (or any
+    other conversation) still uses stays. Nothing of another conversation changes, except that
+    its forks no longer name it as their source; nothing is edited, only removed whole.
+
+    Refused (``ConversationBusy``) while a turn is streaming: its runner still writes."""
+    delete = QuerySet.delete  # the append-only querysets refuse .delete(); a whole removal may
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        if locked is None:
+            raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
+        if locked.turns.filter(status=Turn.Status.STREAMING).exists():
+            raise ConversationBusy("a turn of this conversation is still streaming")
+        events = Event.objects.filter(conversation=locked)
+        attributions = Attribution.objects.filter(event__conversation=locked)
+        payload_ids = set(events.exclude(payload=None).values_list("payload_id", flat=True))
+        payload_ids |= set(attributions.exclude(replay=None).values_list("replay_id", flat=True))
+        counts = Deleted(locked.pk, locked.turns.count(), 0, 0, 0)
+        counts.attributions = delete(attributions)[0]
+        counts.events = sum(n for model, n in delete(events)[1].items()
+                            if model == Event._meta.label)
+        # Recordings and cached fragments go with their turns (CASCADE).
+        delete(Turn.objects.filter(conversation=locked))
+        delete(Conversation.objects.filter(pk=locked.pk))
+        counts.payloads = _delete_unused_payloads(payload_ids)
+    log.info("deleted conversation %s: %d turns, %d events, %d payloads", counts.conversation,
+             counts.turns, counts.events, counts.payloads)
+    return counts
+
+
+def _delete_unused_payloads(ids: set[Any]) -> int:
+    removed = 0
+    pending = sorted(ids, key=str)
+    for start in range(0, len(pending), 500):  # within every database's parameter limit
+        batch = pending[start:start + 500]
+        used = set(Event.objects.filter(payload_id__in=batch).values_list("payload_id",
+                                                                           flat=True))
+        used |= set(Attribution.objects.filter(replay_id__in=batch).values_list("replay_id",
+                                                                                flat=True))
+        unused = [pk for pk in batch if pk not in used]
+        if unused:
+            removed += QuerySet.delete(ProviderPayload.objects.filter(pk__in=unused))[0]
+    return removed

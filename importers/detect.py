@@ -47,10 +47,12 @@ _ZIP = b"PK\x03\x04"
 
 @dataclass(frozen=True)
 class Upload:
-    """A file to read: its name (for messages only) and how to open it (binary, seekable)."""
+    """A file to read: its name (for messages only), how to open it (binary, seekable) and its
+    size in bytes when known."""
 
     name: str
     open: Callable[[], BinaryIO]
+    size: int | None = None
 
 
 def detect(head: bytes) -> str | None:

@@ -1,0 +1,285 @@
+"""Bring your own conversations: files in, conversations out.
+
+The one business action behind the browser upload, ``manage.py import FILE...`` and
+``POST /api/v1/conversations/import``: detect each file's format (``importers.detect``), run
+every turn through the one stream runner (``streams.run.assemble``; recorded wire responses
+through their provider's adapter, as ``conversations.ingest`` does), redact credentials, and
+write through ``conversations.store`` only.
+
+Each conversation is all or nothing (with the forks its branches became, in one transaction);
+a file, or a conversation inside one, that cannot be read is reported and the rest go on.
+Results come one at a time, as they are stored, so a caller can show progress.
+
+Where a chat export's conversation object (the payload kept whole, ``chatgpt.export`` /
+``claude_ai.export``) hangs: on the first event of the conversation, once. Every turn came from
+it, but storing it per turn (or per event) would repeat the whole conversation in every native
+export row; its forks copy that first turn and so share the same payload row (payloads are
+immutable), except a fork that shares no turn at all, which names the conversation it is forked
+from instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from django.db import DataError, IntegrityError, transaction
+
+from conversations import ingest, redaction, store
+from conversations.models import Conversation, Turn
+from conversations.projections import import_document
+from conversations.provenance import ProvenanceError
+from conversations.schema import InvalidDocument
+from importers import detect
+from importers.base import (
+    ExportDocument,
+    ImportedConversation,
+    ImportedTurn,
+    PartsResponse,
+    Problem,
+    WireResponse,
+)
+from streams import run
+from streams.builder import EventBuilder, EventRecord, storable
+from streams.errors import MalformedInput
+from streams.parts import Payload
+from streams.registries import UnregisteredValue
+
+log = logging.getLogger("turnscope.uploads")
+
+FORMATS = detect.FORMATS
+Upload = detect.Upload
+
+
+@dataclass
+class Imported:
+    """A conversation stored from ``files`` (indexes into the files given)."""
+
+    files: tuple[int, ...]
+    source: str
+    format: str
+    conversation: Conversation
+    turns: int
+    forks: list[Conversation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Failed:
+    """Something in ``files`` that was not imported: ``source`` (a file, a zip member, a
+    cassette interaction) and ``line`` say where."""
+
+    files: tuple[int, ...]
+    source: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return str(MalformedInput(self.message, line=self.line, source=self.source))
+
+
+@dataclass
+class Progress:
+    """Bytes of the given files read so far (of ``total``, when their sizes are known)."""
+
+    done: int
+    total: int | None
+
+
+Result = Imported | Failed | Progress
+
+
+def import_files(
+    files: Sequence[Upload], *, owner: Any, format: str = "auto"
+) -> Iterator[Result]:
+    """Import every conversation ``files`` hold, as ``owner``'s; yields each result as it is
+    stored (and a ``Progress`` after each)."""
+    reading = _Reading(files)
+    total = sum(f.size for f in files) if all(f.size is not None for f in files) else None
+    for item in detect.read(reading.uploads, format):
+        indexes = reading.indexes(item)
+        if isinstance(item, Problem):
+            yield Failed(indexes, item.source, item.message, item.line)
+        else:
+            yield _stored(item, indexes, owner)
+        yield Progress(reading.done, total)
+
+
+class _Reading:
+    """The files as the importers open them, counting the bytes read and which one is open."""
+
+    def __init__(self, files: Sequence[Upload]) -> None:
+        self.files = files
+        self.names = [f.name for f in files]
+        self.current: int | None = None
+        self.counters: list[_Counting] = []
+        self.uploads = [Upload(f.name, self._opener(i, f.open), f.size)
+                        for i, f in enumerate(files)]
+
+    def _opener(self, index: int, open_: Callable[[], BinaryIO]) -> Callable[[], BinaryIO]:
+        def opened() -> BinaryIO:
+            self.current = index
+            stream = _Counting(open_(), self.files[index].size)
+            self.counters.append(stream)
+            return stream  # type: ignore[return-value]
+
+        return opened
+
+    @property
+    def done(self) -> int:
+        return sum(c.done for c in self.counters)
+
+    def indexes(self, item: Any) -> tuple[int, ...]:
+        named = getattr(item, "files", ()) or ()
+        if named:
+            return tuple(i for i, name in enumerate(self.names) if name in named)
+        return (self.current,) if self.current is not None else ()
+
+
+class _Counting:
+    """A binary stream that counts the bytes read from it, for progress: a zip's compressed
+    bytes are read about in order even though its directory is read first, and the head read
+    twice (detection, then the importer) is a small overcount, capped at the file's size."""
+
+    def __init__(self, stream: BinaryIO, size: int | None) -> None:
+        self.stream = stream
+        self.size = size
+        self.read_bytes = 0
+
+    @property
+    def done(self) -> int:
+        return min(self.read_bytes, self.size) if self.size is not None else self.read_bytes
+
+    def read(self, size: int = -1) -> bytes:
+        block = self.stream.read(size)
+        self.read_bytes += len(block)
+        return block
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def __enter__(self) -> _Counting:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stream.close()
+
+
+def _stored(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any
+            ) -> Imported | Failed:
+    source = item.source
+    try:
+        if isinstance(item, ExportDocument):
+            conversation = import_document(item.document, owner=owner)
+            return Imported(indexes, source, item.format, conversation,
+                            conversation.turns.count())
+        return _store_conversation(item, indexes, owner)
+    except MalformedInput as exc:
+        return Failed(indexes, exc.source or source, exc.message, exc.line)
+    except InvalidDocument as exc:
+        return Failed(indexes, source, f"not a valid export document: {exc}")
+    except (ProvenanceError, UnregisteredValue, ValueError) as exc:
+        return Failed(indexes, source, f"cannot be imported: {exc}",
+                      getattr(item, "line", None))
+    except (IntegrityError, DataError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return Failed(indexes, source, f"cannot be stored: {reason}", getattr(item, "line", None))
+    except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        # Untrusted input broke an importer or adapter in a way nobody foresaw: say where in
+        # the code, never the input (the exception text may quote it).
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        log.warning("import of %s: unexpected %s at %s", source, type(exc).__name__,
+                    f"{frame.filename}:{frame.lineno}" if frame else "?")
+        return Failed(indexes, source, f"cannot be read ({type(exc).__name__})",
+                      getattr(item, "line", None))
+
+
+def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], owner: Any
+                        ) -> Imported:
+    # Everything is read and assembled before anything is written.
+    specs, first_builder = _turn_specs(item.turns, item.payload)
+    title = storable(redaction.redact_text(item.title)) or _title(specs, first_builder)
+    fork_specs = [(fork, _turn_specs(fork.turns, None)[0]) for fork in item.forks]
+    with transaction.atomic():
+        conversation, written = store.record_turns(specs, owner=owner, title=title)
+        forks = []
+        for number, (fork, turns) in enumerate(fork_specs, start=1):
+            at_turn = fork.at_turn
+            if at_turn is not None and at_turn >= len(written):
+                at_turn = len(written) - 1 if written else None
+            forks.append(store.record_fork(
+                conversation, at_turn, turns, owner=owner,
+                title=f"{title} (branch {number})"[:300],
+            ))
+    return Imported(indexes, item.source, item.format, conversation, len(written), forks,
+                    list(item.notes))
+
+
+def _turn_specs(turns: Sequence[ImportedTurn], payload: Payload | None
+                ) -> tuple[list[store.NewTurn], EventBuilder | None]:
+    """Each turn through the one stream runner; ``payload`` hangs on the first event."""
+    specs = []
+    first_builder = None
+    for turn in turns:
+        builder, records = _assemble(turn)
+        if payload is not None and records:
+            if records[0].payload is None:
+                records[0].payload = payload
+            payload = None
+        records = redaction.redact_records(records)
+        if turn.role == "user":
+            specs.append(store.NewTurn(Turn.Role.USER, records))
+            continue
+        first_builder = first_builder or builder
+        specs.append(store.NewTurn(
+            Turn.Role.AGENT, records, status=builder.outcome.status,
+            end_reason=builder.outcome.end_reason, responses=builder.responses,
+            provider=builder.provider, model=builder.model, finished=True,
+        ))
+    return specs, first_builder
+
+
+def _assemble(turn: ImportedTurn) -> tuple[EventBuilder, list[EventRecord]]:
+    wire = [r for r in turn.responses if isinstance(r, WireResponse)]
+    if wire:
+        if len(wire) != len(turn.responses) or len({r.provider for r in wire}) != 1:
+            raise ValueError("a turn's responses come from one provider's wire format")
+        # Exactly as ingest reads recorded responses (credentials redacted before parsing).
+        return ingest.assemble(wire[0].provider, [
+            ingest.ResponseFile(r.name, r.raw, r.context) for r in wire])
+    responses = [(r.name, r.parts) for r in turn.responses if isinstance(r, PartsResponse)]
+    return run.assemble(responses)
+
+
+def _title(specs: list[store.NewTurn], builder: EventBuilder | None) -> str:
+    prompt = next((r.text for s in specs if s.role == Turn.Role.USER for r in s.records
+                   if r.kind == "message" and r.text), "")
+    records = [r for s in specs if s.role == Turn.Role.AGENT for r in s.records]
+    return ingest.title_for(prompt, records, builder or EventBuilder())
+
+
+# -- what callers show ---------------------------------------------------------------------------
+
+
+def report(result: Imported | Failed, url: Callable[[Conversation], str]) -> dict[str, Any]:
+    """A result as plain data (the API's and the upload page's per-conversation report)."""
+    if isinstance(result, Failed):
+        return {"type": "problem", "files": list(result.files), "source": result.source,
+                "line": result.line, "detail": redaction.redact_text(str(result))}
+    conversation = result.conversation
+    return {
+        "type": "conversation",
+        "files": list(result.files),
+        "source": result.source,
+        "format": result.format,
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "url": url(conversation),
+        "turns": result.turns,
+        "forks": [{"id": str(f.pk), "title": f.title, "forked_at_turn": f.forked_at_turn,
+                   "url": url(f)} for f in result.forks],
+        "notes": result.notes,
+    }
