@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 
 # -- out ---------------------------------------------------------------------------------------
@@ -92,6 +92,36 @@ class LimitedJSONParser(BaseParser):
 
 class SmallJSONParser(LimitedJSONParser):
     limit = 64 * 1024
+
+
+class SpooledBodyParser(BaseParser):
+    """Any media type but multipart: the body as one file to import, spooled to a temporary
+    file (never held in memory whole), within the per-file import limit."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        from conversations import upload_limits
+
+        request = (parser_context or {}).get("request")
+        meta = request.META if request is not None else {}
+        name = request.query_params.get("name", "") if request is not None else ""
+        try:
+            return upload_limits.spooled_body(stream, meta, name[:200] or "body")
+        except upload_limits.TooLarge as exc:
+            raise PayloadTooLarge(f"Too large: {exc}.") from None
+
+
+class LimitedMultiPartParser(MultiPartParser):
+    """Several files to import: the per-file and per-upload limits are a 413."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        from conversations import upload_limits
+
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except upload_limits.TooLarge as exc:
+            raise PayloadTooLarge(f"Too large: {exc}.") from None
 
 
 class RawBodyParser(BaseParser):

@@ -234,6 +234,46 @@ class IngestResultSerializer(serializers.Serializer):
     )
 
 
+class ForkRefSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    forked_at_turn = serializers.IntegerField(allow_null=True)
+    url = serializers.CharField()
+
+
+class ImportedSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["conversation"])
+    files = serializers.ListField(child=serializers.IntegerField(),
+                                  help_text="Indexes of the files it came from.")
+    source = serializers.CharField(help_text="The file (or zip member) it was read from.")
+    format = serializers.CharField()
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    url = serializers.CharField()
+    turns = serializers.IntegerField()
+    forks = ForkRefSerializer(many=True, help_text="Branches of the export, as forks.")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ImportProblemSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["problem"])
+    files = serializers.ListField(child=serializers.IntegerField())
+    source = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True)
+    detail = serializers.CharField()
+
+
+class ImportReportSerializer(serializers.Serializer):
+    imported = ImportedSerializer(many=True)
+    problems = ImportProblemSerializer(many=True)
+    conversations = serializers.IntegerField(help_text="How many were imported.")
+    detail = serializers.CharField(required=False, help_text="When nothing was imported.")
+
+
+class RenameRequestSerializer(serializers.Serializer):
+    title = serializers.CharField(allow_blank=True, max_length=300)
+
+
 class ForkRequestSerializer(serializers.Serializer):
     at_turn = serializers.IntegerField(
         min_value=0, help_text="Index of the last turn the fork keeps (0-based)."

@@ -15,7 +15,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -28,12 +28,13 @@ from api.errors import Refusals
 from api.filters import FILTERS, filter_conversations
 from api.http import (
     JsonOnlyNegotiation,
-    LimitedJSONParser,
+    LimitedMultiPartParser,
     OrjsonRenderer,
+    PayloadTooLarge,
     RawBodyParser,
     SmallJSONParser,
+    SpooledBodyParser,
     choice_param,
-    read_body,
     text_param,
 )
 from api.pagination import ConversationCursorPagination, EventCursorPagination
@@ -44,7 +45,7 @@ from api.permissions import (
     visible_conversations,
 )
 from api.throttling import WriteRateThrottle
-from conversations import openwop
+from conversations import openwop, store, upload_limits, uploads
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
@@ -54,7 +55,6 @@ from conversations.projections import (
     event_dict,
     events_queryset,
     export_document,
-    import_document,
     turn_dict,
     turns_with_events,
 )
@@ -191,6 +191,48 @@ class ConversationDetailView(ApiView):
         conversation = self.get_object()
         return Response(conversation_dict(conversation, self.projection(conversation)))
 
+    def get_permissions(self) -> list[Any]:
+        if self.request.method in ("PATCH", "DELETE"):
+            return [OwnsConversation()]
+        return super().get_permissions()
+
+    def get_throttles(self) -> list[Any]:
+        if self.request.method in ("PATCH", "DELETE"):
+            return [*super().get_throttles(), WriteRateThrottle()]
+        return super().get_throttles()
+
+    @extend_schema(
+        operation_id="conversations_rename",
+        parameters=[CONVERSATION_ID],
+        request=s.RenameRequestSerializer,
+        responses={200: s.ConversationSummarySerializer, **errors(400, 415, *OBJECT_ERRORS)},
+        description="Rename the conversation (owner only). Its turns and events do not change.",
+    )
+    def patch(self, request: Request, id: Any) -> Response:
+        conversation = self.get_object()
+        data = s.RenameRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        store.rename_conversation(conversation, redact_text(data.validated_data["title"]))
+        return Response(_summary(conversation))
+
+    @extend_schema(
+        operation_id="conversations_delete",
+        parameters=[CONVERSATION_ID],
+        responses={204: None, **errors(400, *OBJECT_ERRORS)},
+        description="Delete the conversation whole (owner only): its turns, events, "
+        "attributions and recordings. Provider payloads a fork still uses are kept. Refused "
+        "(400) while a turn is streaming.",
+    )
+    def delete(self, request: Request, id: Any) -> Response:
+        conversation = self.get_object()
+        try:
+            store.delete_conversation(conversation)
+        except store.ConversationBusy as exc:
+            raise ValidationError({"conversation": str(exc)}) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+
 
 class ConversationTurnsView(ApiView):
     permission_classes = [CanSeeConversation]
@@ -294,28 +336,85 @@ class ConversationExportView(ApiView):
 # -- writes ------------------------------------------------------------------------------------
 
 
+IMPORT_BODY = {
+    "multipart/form-data": {"type": "object", "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "format": {"type": "string", "enum": list(uploads.FORMATS)},
+    }},
+    "application/json": {"type": "object", "additionalProperties": True},
+    "application/octet-stream": {"type": "string", "format": "binary"},
+    "application/zip": {"type": "string", "format": "binary"},
+    "application/x-yaml": {"type": "string"},
+    "text/event-stream": {"type": "string"},
+    "application/x-ndjson": {"type": "string"},
+}
+
+
 class ImportView(ApiView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
-    parser_classes = [LimitedJSONParser]
-    refusals = Refusals(
-        action="import",
-        invalid="Not a valid export document: {reason}",
-        refused="The document cannot be imported: {reason}",
-        unstorable="The document cannot be stored: {reason}",
-        unexpected="The document cannot be imported: unexpected structure ({reason}).",
-    )
+    parser_classes = [LimitedMultiPartParser, SpooledBodyParser]
+
+    def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
+        # The per-file limit sits in front of the multipart reader before anything reads the
+        # body (the session path's CSRF check does, through request.POST).
+        upload_limits.install(request)
+        return super().initialize_request(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="conversations_import",
-        request=s.ExportDocumentSerializer,
-        responses={201: s.ConversationSummarySerializer, **errors(400, 413, 415, *READ_ERRORS)},
-        description="Import an export document (either projection) as a new conversation of "
-        "yours. Credentials found in it are redacted. All or nothing.",
+        parameters=[
+            OpenApiParameter("format", str, enum=list(uploads.FORMATS), default="auto",
+                             description="How to read the files (default: detected from their "
+                             "content). In a multipart body, a `format` field."),
+            OpenApiParameter("name", str, description="A name for a raw body in the report "
+                             "(default `body`)."),
+        ],
+        request=IMPORT_BODY,
+        responses={201: s.ImportReportSerializer, **errors(400, 413, *READ_ERRORS)},
+        description="Import conversations, as yours: a Turnscope export document (either "
+        "projection), provider recordings (raw SSE, JSON lines or a JSON body; the recordings of "
+        "one provider among the files are one turn with its continuations), VCR cassettes, "
+        "ChatGPT and Claude.ai data exports (the .zip or its conversations.json). Send one file "
+        "as the raw body, or several as multipart/form-data. Each conversation is all or "
+        "nothing; the report lists every conversation imported and every problem (file and "
+        "line). When nothing could be imported the answer is a 400 whose `detail` names the "
+        "first problem (with the same `imported` and `problems` lists). Credentials found are "
+        "redacted.",
     )
     def post(self, request: Request) -> Response:
-        conversation = import_document(request.data, owner=request.user)
-        return _created(conversation, _summary(conversation))
+        try:
+            upload_limits.check_length(request.META)
+            data = request.data
+        except upload_limits.TooLarge as exc:
+            raise PayloadTooLarge(f"Too large: {exc}.") from None
+        if isinstance(data, uploads.Upload):  # a raw body
+            files = [data]
+            fmt = choice_param(request, "format", list(uploads.FORMATS), "auto")
+        else:
+            files = upload_limits.request_files(request.FILES)
+            fmt = (data.get("format") if hasattr(data, "get") else None) or \
+                choice_param(request, "format", list(uploads.FORMATS), "auto")
+            if fmt not in uploads.FORMATS:
+                raise ValidationError({"format": f"must be one of {', '.join(uploads.FORMATS)}"})
+            if not files:
+                raise ParseError("No file in the multipart body.")
+        imported, problems = [], []
+        for result in uploads.import_files(files, owner=request.user, format=fmt):
+            if isinstance(result, uploads.Progress):
+                continue
+            report = uploads.report(result, _conversation_url)
+            (imported if report["type"] == "conversation" else problems).append(report)
+        body = {"imported": imported, "problems": problems, "conversations": len(imported)}
+        if not imported:
+            body["detail"] = problems[0]["detail"] if problems else "Nothing to import."
+            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        location = reverse("api-conversation-detail", kwargs={"id": imported[0]["id"]})
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
+def _conversation_url(conversation: Conversation) -> str:
+    return reverse("api-conversation-detail", kwargs={"id": conversation.pk})
 
 
 def available_providers() -> list[str]:
@@ -343,7 +442,9 @@ class _IngestBase(ApiView):
         prompt = text_param(request, "prompt", max_length=100_000)
         api_version = text_param(request, "api_version", max_length=100) or None
         endpoint = redact_text(text_param(request, "endpoint", max_length=2000)) or None
-        raw = read_body(request)
+        # The body as RawBodyParser read it. Not read_body(request.stream): on the session path
+        # the CSRF check reads request.POST first, which parses (and so consumes) the body.
+        raw = request.data if isinstance(request.data, bytes) else b""
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)
         summary = ingest(
             provider, [ResponseFile("body", raw, context)], owner=request.user,

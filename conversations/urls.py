@@ -6,7 +6,14 @@ from conversations import views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation-list"),
+    path("upload/", views.upload, name="conversation-upload"),
+    path("delete/", views.conversation_bulk_delete, name="conversation-bulk-delete"),
     path("c/<uuid:conversation_id>/", views.conversation_detail, name="conversation-detail"),
+    path("c/<uuid:conversation_id>/rename/", views.conversation_rename,
+         name="conversation-rename"),
+    path("c/<uuid:conversation_id>/keep/", views.conversation_keep, name="conversation-keep"),
+    path("c/<uuid:conversation_id>/delete/", views.conversation_delete,
+         name="conversation-delete"),
     path("c/<uuid:conversation_id>/turns/<int:index>/", views.turn_fragment,
          name="turn-fragment"),
 ]

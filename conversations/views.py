@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
-from conversations import reading
+import orjson
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.handlers.asgi import ASGIRequest
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from conversations import discard, reading, redaction, store, upload_limits, uploads
 from conversations.models import Conversation
+
+log = logging.getLogger("turnscope.views")
 
 PAGE_SIZE = 25
 
@@ -49,6 +63,8 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "choices": reading.filter_choices(request.user),
         "query_string": query.urlencode(),
+        "upload_formats": uploads.FORMATS,
+        "upload_limits": upload_limits.limits(),
     })
 
 
@@ -61,6 +77,8 @@ def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpRespo
         "conversation": conversation,
         "turns": views,
         "last_seq": conversation.next_seq - 1,
+        "owned": conversation.owner_id == request.user.pk,
+        "discard_when_done": discard.marked(conversation.pk),
     })
     return _allow_chip_styles(response, views)
 
@@ -74,3 +92,158 @@ def turn_fragment(request: HttpRequest, conversation_id: str, index: int) -> Htt
         raise Http404("no such turn")
     [view] = reading.turn_views(conversation, [turn])
     return _allow_chip_styles(HttpResponse(view.html), [view])
+
+
+# -- bring your own conversations, rename, delete ------------------------------------------------
+
+
+def _owned(request: HttpRequest, conversation_id: Any) -> Conversation:
+    """A conversation of the user's own (staff manage other people's in the admin)."""
+    conversation = _visible(request, conversation_id)
+    if conversation.owner_id != request.user.pk:
+        raise PermissionDenied("only its owner can rename or delete a conversation")
+    return conversation
+
+
+@csrf_exempt  # checked below, once the per-file limits sit in front of the body reader
+@require_POST
+def upload(request: HttpRequest) -> HttpResponse:
+    """``POST /upload/``: files in, conversations out. With ``Accept: application/x-ndjson``
+    (the page's script) the results stream as JSON lines, one per conversation or problem, with
+    progress between them; a plain form post gets a result page."""
+    try:
+        upload_limits.check_length(request.META)
+        upload_limits.install(request)
+        return _upload(request)
+    except upload_limits.TooLarge as exc:
+        return JsonResponse({"detail": f"Too large: {exc}."}, status=413)
+
+
+@csrf_protect
+def _upload(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return JsonResponse({"detail": "Log in to upload."}, status=403)
+    files = upload_limits.request_files(request.FILES)
+    fmt = request.POST.get("format") or "auto"
+    if fmt not in uploads.FORMATS:
+        return JsonResponse({"detail": f"Unknown format {fmt!r}."}, status=400)
+    if not files:
+        return JsonResponse({"detail": "No file was uploaded."}, status=400)
+    results = uploads.import_files(files, owner=request.user, format=fmt)
+    if "application/x-ndjson" in request.headers.get("Accept", ""):
+        lines = _result_lines(results, files)
+        if isinstance(request, ASGIRequest):
+            return StreamingHttpResponse(_in_thread(lines), content_type="application/x-ndjson")
+        return StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    reports = [uploads.report(r, _url) for r in results if not isinstance(r, uploads.Progress)]
+    return render(request, "conversations/upload_results.html", {
+        "files": [f.name for f in files], "reports": reports,
+        "imported": sum(r["type"] == "conversation" for r in reports),
+    })
+
+
+def _url(conversation: Conversation) -> str:
+    return reverse("conversation-detail", args=[conversation.pk])
+
+
+def _result_lines(results: Iterator[uploads.Result], files: list[uploads.Upload]
+                  ) -> Iterator[bytes]:
+    total = sum(f.size or 0 for f in files)
+    yield orjson.dumps({"type": "start", "files": [f.name for f in files], "bytes": total}
+                       ) + b"\n"
+    imported = problems = 0
+    last_done = -1
+    try:
+        for result in results:
+            if isinstance(result, uploads.Progress):
+                if result.done != last_done:
+                    last_done = result.done
+                    yield orjson.dumps({"type": "progress", "done": result.done,
+                                        "total": result.total, "imported": imported}) + b"\n"
+                continue
+            report = uploads.report(result, _url)
+            imported += report["type"] == "conversation"
+            problems += report["type"] == "problem"
+            yield orjson.dumps(report) + b"\n"
+    except Exception:  # the stream is already under way: say so in it, log the rest
+        log.exception("upload stopped")
+        yield orjson.dumps({"type": "error", "detail": "The import stopped on a server "
+                            "error; what is listed above was imported."}) + b"\n"
+        return
+    yield orjson.dumps({"type": "done", "imported": imported, "problems": problems}) + b"\n"
+
+
+async def _in_thread(lines: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A blocking iterator served from an ASGI response: each step in the database thread,
+    so the event loop is never blocked and each line goes out as soon as it is made."""
+    step = sync_to_async(lambda: next(lines, None), thread_sensitive=True)
+    while (line := await step()) is not None:
+        yield line
+
+
+@login_required
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    conversation = _owned(request, conversation_id)
+    title = request.POST.get("title", "").strip()
+    if "\x00" in title or len(title) > 300:
+        messages.error(request, "A title is at most 300 characters.")
+    else:
+        store.rename_conversation(conversation, redaction.redact_text(title))
+        messages.success(request, "Renamed.")
+    return redirect("conversation-detail", conversation.pk)
+
+
+@login_required
+@require_POST
+def conversation_keep(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Keep a replay that was started "discard when done"."""
+    conversation = _owned(request, conversation_id)
+    discard.unmark(conversation.pk)
+    messages.success(request, "This replay will be kept.")
+    return redirect("conversation-detail", conversation.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """``GET``: the confirmation page; ``POST``: delete it."""
+    conversation = _owned(request, conversation_id)
+    if request.method == "POST":
+        return _delete(request, [conversation])
+    return render(request, "conversations/delete.html", {"conversations": [conversation]})
+
+
+@login_required
+@require_POST
+def conversation_bulk_delete(request: HttpRequest) -> HttpResponse:
+    """The list's selection: a confirmation page first, then (``confirm``) delete them all."""
+    ids = request.POST.getlist("ids")[:500]
+    try:
+        chosen = list(Conversation.objects.filter(owner=request.user, pk__in=ids))
+    except ValidationError:
+        chosen = []
+    if not chosen:
+        messages.error(request, "Select the conversations to delete first.")
+        return redirect("conversation-list")
+    if request.POST.get("confirm") != "yes":
+        return render(request, "conversations/delete.html", {"conversations": chosen,
+                                                              "bulk": True})
+    return _delete(request, chosen)
+
+
+def _delete(request: HttpRequest, conversations: list[Conversation]) -> HttpResponse:
+    deleted, busy = 0, []
+    for conversation in conversations:
+        try:
+            store.delete_conversation(conversation)
+            deleted += 1
+        except store.ConversationBusy:
+            busy.append(conversation.title or str(conversation.pk))
+        except Conversation.DoesNotExist:
+            pass  # deleted meanwhile
+    if deleted:
+        messages.success(request, f"Deleted {deleted} conversation{pluralize(deleted)}.")
+    if busy:
+        messages.error(request, f"Not deleted while a turn is streaming: {', '.join(busy)}.")
+    return redirect("conversation-list")

@@ -71,7 +71,8 @@ def detect(head: bytes) -> str | None:
             return "chatgpt"
         if re.search(rb'"chat_messages"\s*:', head):
             return "claude_ai"
-        return recording.provider_of(body) or "array"
+        return recording.provider_of(body) or ("array" if body[1:].lstrip()[:1] == b"{"
+                                               else "recording")
     if vcr.looks_like(body):
         return "vcr"
     if _SSE.search(body[:4096]):
@@ -124,6 +125,12 @@ def _one(name: str, stream: BinaryIO, format: str,
         if found is not None:
             recordings.setdefault(found, []).append((name, raw))
             return
+        if raw.lstrip()[:1] in (b"{", b"["):
+            try:
+                orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                yield Problem(name, f"not JSON ({exc.msg})", exc.lineno)
+                return
     if found is None:
         yield Problem(name, "not a format this app reads (a provider recording, a VCR cassette, "
                       "a Turnscope export, or a ChatGPT or Claude.ai data export); choose the "

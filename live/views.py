@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
+from conversations import discard
 from conversations.models import Conversation
 from live import runner, state
 
@@ -56,5 +57,16 @@ async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpRespons
         speed = 1.0
     speed = min(max(speed, 0.1), 100.0)
     target = await sync_to_async(runner.create_replay_target)(source, user)
-    runner.spawn(runner.replay(source, target, speed=speed), name=f"replay-{target.pk}")
+    if request.POST.get("discard"):
+        await sync_to_async(discard.mark)(target.pk)
+    runner.spawn(_replay(source, target, speed), name=f"replay-{target.pk}")
     return HttpResponseRedirect(conversation_url(target))
+
+
+async def _replay(source: Conversation, target: Conversation, speed: float) -> None:
+    """The replay, then, if it was started "discard when done" (and nobody chose to keep it),
+    the replay conversation is deleted."""
+    try:
+        await runner.replay(source, target, speed=speed)
+    finally:
+        await sync_to_async(discard.discard_if_marked)(target)

@@ -115,7 +115,9 @@ def test_import_an_export_document(alice, alice_api):
             event["id"] = event["id"][:-4] + "cafe"
     response = alice_api.post("/api/v1/conversations/import", doc, format="json")
     assert response.status_code == 201, response.content
-    imported = Conversation.objects.get(pk=response.json()["id"])
+    [report] = response.json()["imported"]
+    assert response.json()["problems"] == [] and report["format"] == "turnscope"
+    imported = Conversation.objects.get(pk=report["id"])
     assert imported.owner == alice
     assert orjson.loads(export_json(imported, "native")) == doc
 
@@ -131,8 +133,8 @@ def test_import_keeps_nothing_of_an_invalid_document(alice_api):
 
 
 @pytest.mark.parametrize("raw, needle", [
-    (b"{not json", "not valid JSON"),
-    (b"[]", "document"),
+    (b"{not json", "not JSON"),
+    (b"[]", "not a format this app reads"),
     (b'{"format": "turnscope.conversation"}', "required"),
 ])
 def test_import_malformed_is_400(alice_api, raw, needle):
@@ -142,14 +144,17 @@ def test_import_malformed_is_400(alice_api, raw, needle):
     assert needle in response.json()["detail"]
 
 
-def test_import_needs_json(alice_api):
-    response = alice_api.generic("POST", "/api/v1/conversations/import", b"x",
-                                 content_type="text/plain")
-    assert response.status_code == 415
+def test_import_of_text_in_no_format_names_the_problem(alice_api):
+    response = alice_api.generic("POST", "/api/v1/conversations/import?name=notes.txt",
+                                 b"just some notes", content_type="text/plain")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["imported"] == [] and body["problems"][0]["source"] == "notes.txt"
+    assert body["detail"].startswith("notes.txt, line 1: not a format this app reads")
 
 
 def test_import_too_large_is_413(alice_api, settings):
-    settings.TURNSCOPE_MAX_UPLOAD_BYTES = 100
+    settings.TURNSCOPE_IMPORT_MAX_FILE_BYTES = 100
     response = alice_api.generic("POST", "/api/v1/conversations/import", b" " * 101,
                                  content_type="application/json")
     assert response.status_code == 413

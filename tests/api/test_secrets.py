@@ -203,7 +203,8 @@ def test_import_redacts_and_keeps_ranges_on_the_same_words(alice_api):
     doc["conversation"]["title"] = HEADER_LINE
     response = alice_api.post("/api/v1/conversations/import", doc, format="json")
     assert response.status_code == 201, response.content
-    stored = alice_api.get(f"/api/v1/conversations/{response.json()['id']}").json()
+    stored = alice_api.get(f"/api/v1/conversations/{response.json()['imported'][0]['id']}"
+                           ).json()
     text = stored["turns"][1]["events"][2]["text"]
     span = stored["turns"][1]["events"][2]["attributions"][0]["range"]
     assert text[span["start"]:span["end"]] == "sunny"

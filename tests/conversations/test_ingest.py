@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from conversations.ingest import ResponseFile, ingest
-from conversations.models import Attribution, Event, Turn
+from conversations.models import Attribution, Conversation, Event, Turn
 from tests.support import PROVIDER_FIXTURES, recorded
 
 pytestmark = pytest.mark.django_db
@@ -198,7 +198,13 @@ def test_gemini_stream_utf8_offsets():
     assert "°" in message.text
 
 
-def test_usage_counters_are_reported_not_stored(capsys):
+@pytest.fixture
+def only_superuser(django_user_model):
+    """The one superuser: what ``ingest`` without ``--owner`` gives the conversation to."""
+    return django_user_model.objects.create_superuser("root", password="pw-root-123")
+
+
+def test_usage_counters_are_reported_not_stored(capsys, only_superuser):
     path = Path(PROVIDER_FIXTURES / "anthropic" / "vercel-ai__anthropic-web-search-tool.1.json")
     if not path.exists():
         pytest.skip(f"{path} is absent")
@@ -207,10 +213,11 @@ def test_usage_counters_are_reported_not_stored(capsys):
     assert any("web_search_requests=2" in line for line in out)
     conversation_id = out[-1]
     assert Event.objects.filter(conversation_id=conversation_id).exists()
+    assert Conversation.objects.get(pk=conversation_id).owner == only_superuser
     assert not Event.objects.filter(body__contains="web_search_requests").exists()
 
 
-def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path):
+def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path, only_superuser):
     good = tmp_path / "good.jsonl"
     good.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
                     '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n'
@@ -226,7 +233,7 @@ def test_malformed_file_names_file_and_line_and_writes_nothing(tmp_path):
     assert (Event.objects.count(), Turn.objects.count()) == before
 
 
-def test_a_continuation_of_a_cut_response_is_refused_by_name(tmp_path):
+def test_a_continuation_of_a_cut_response_is_refused_by_name(tmp_path, only_superuser):
     cut = tmp_path / "cut.jsonl"
     cut.write_text('{"type":"message_start","message":{"id":"m","type":"message",'
                    '"role":"assistant","model":"claude-x","content":[]}}\n{"type":"ping"}\n')

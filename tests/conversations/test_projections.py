@@ -140,7 +140,8 @@ def test_range_outside_text_is_refused():
         import_document(doc)
 
 
-def test_export_and_import_commands(tmp_path):
+def test_export_and_import_commands(tmp_path, django_user_model):
+    owner = django_user_model.objects.create_user("importer")
     summary = ingest("anthropic", files_for(
         "anthropic", ["vercel-ai__anthropic-web-fetch-tool.error.json"]))
     exported = io.StringIO()
@@ -150,11 +151,13 @@ def test_export_and_import_commands(tmp_path):
     path.write_text(exported.getvalue())
     validate_export(orjson.loads(path.read_bytes()))
     out = io.StringIO()
-    call_command("import", str(path), stdout=out)
-    new_id = out.getvalue().strip().splitlines()[-1]
+    call_command("import", str(path), "--owner", owner.username, stdout=out)
+    new_id, _title, turns, source = out.getvalue().strip().splitlines()[-1].split("\t")
+    document_turns = len(orjson.loads(path.read_bytes())["turns"])
+    assert source == str(path) and turns == f"{document_turns} turns"
     assert Conversation.objects.filter(pk=new_id).exists()
     (tmp_path / "bad.json").write_text("{nope")
-    with pytest.raises(CommandError, match="not JSON"):
-        call_command("import", str(tmp_path / "bad.json"))
+    with pytest.raises(CommandError, match=r"bad\.json, line 1: not JSON"):
+        call_command("import", str(tmp_path / "bad.json"), "--owner", owner.username)
     with pytest.raises(CommandError, match="no conversation"):
         call_command("export", "not-a-uuid")

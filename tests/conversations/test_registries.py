@@ -13,7 +13,7 @@ from conversations.ingest import ResponseFile, assemble
 from streams import parts
 from streams.builder import EventBuilder
 from streams.registries import ALL, END_REASONS, Registry
-from tests.support import PROVIDER_FIXTURES, REPO, recorded
+from tests.support import PROVIDER_FIXTURES, REPO, SHARED, recorded
 
 SAMPLES = REPO / "live" / "samples"
 
@@ -144,6 +144,12 @@ def observed() -> dict[str, dict[str, set[str]]]:
     failed.begin_response("initial")
     failed.feed(parts.StreamError("overloaded"))
     seen["end_reasons"][failed.outcome.end_reason].add("streams.builder")
+    # The chat-export importers make their own parts (no wire format): samples and fixtures.
+    for producer, part in _importer_parts():
+        if isinstance(part, parts.ResponseEnd):
+            seen["end_reasons"][part.end_reason].add(producer)
+        elif isinstance(part, parts.Activity):
+            seen["activity_names"][part.name].add(producer)
     # Triggers: how the stream runner chains the responses of one turn.
     chains = [
         [_anthropic("pause_turn"), _anthropic("tool_use", [
@@ -156,6 +162,29 @@ def observed() -> dict[str, dict[str, set[str]]]:
         for response in builder.responses:
             seen["triggers"][response["trigger"]].add("streams.run")
     return seen
+
+
+def _importer_parts() -> list[tuple[str, parts.Part]]:
+    from importers import chatgpt, claude_ai
+    from importers.base import ImportedConversation
+    from tests.importers.samples import chatgpt_tools, claude_blocks
+
+    conversations = [chatgpt.convert(chatgpt_tools(), "sample"),
+                     claude_ai.convert(claude_blocks(), "sample")]
+    exports = SHARED / "fixtures" / "chat-exports"
+    for path in sorted(exports.glob("*.json")) if exports.exists() else ():
+        module = claude_ai if path.name.startswith("claude") else chatgpt
+        conversations += list(module.read(path.open("rb"), path.name))
+    out = []
+    for conversation in conversations:
+        if not isinstance(conversation, ImportedConversation):
+            continue
+        module = f"importers.{conversation.format}"
+        turns = [*conversation.turns, *(t for f in conversation.forks for t in f.turns)]
+        for turn in turns:
+            for response in turn.responses:
+                out += [(module, part) for part in response.parts]
+    return out
 
 
 @pytest.fixture(scope="module")

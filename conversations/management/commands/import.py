@@ -1,36 +1,57 @@
+"""``manage.py import FILE...``: every format the upload page takes, detected by content."""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import orjson
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.management.refusals import refused_input
-from conversations.projections import import_document
+from conversations import uploads
+from conversations.management.owners import OWNER_HELP, resolve_owner
 
 
 class Command(BaseCommand):
-    help = "Import a conversation export document; prints the new conversation id."
+    help = (
+        "Import conversations: Turnscope export documents, provider recordings (raw SSE, JSON "
+        "lines or JSON bodies; the recordings of one provider among FILEs are one turn with its "
+        "continuations), VCR cassettes, ChatGPT and Claude.ai data exports (the .zip or its "
+        "conversations.json). Prints one line per conversation imported: id, title, turns, "
+        "source (tab-separated); problems go to stderr and make the exit status non-zero."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", type=Path)
-        parser.add_argument("--owner", default="", help="username that owns the conversation")
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+        parser.add_argument("--owner", default="", help=OWNER_HELP)
+        parser.add_argument("--format", default="auto", choices=sorted(uploads.FORMATS),
+                            help="read every FILE as this format (default: detect)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        owner = None
-        if options["owner"]:
-            owner = get_user_model().objects.filter(username=options["owner"]).first()
-            if owner is None:
-                raise CommandError(f"no user named {options['owner']!r}")
-        path: Path = options["file"]
-        try:
-            doc = orjson.loads(path.read_bytes())
-        except OSError as exc:
-            raise CommandError(f"{path}: {exc.strerror}") from None
-        except orjson.JSONDecodeError as exc:
-            raise CommandError(f"{path}: not JSON ({exc})") from None
-        with refused_input(str(path)):
-            conversation = import_document(doc, owner=owner)
-        self.stdout.write(str(conversation.pk))
+        owner = resolve_owner(options["owner"])
+        files = []
+        for path in options["files"]:
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file")
+            files.append(uploads.Upload(str(path), (lambda p=path: p.open("rb")),
+                                        path.stat().st_size))
+        problems = []
+        for result in uploads.import_files(files, owner=owner, format=options["format"]):
+            if isinstance(result, uploads.Failed):
+                problems.append(str(result))
+                self.stderr.write(str(result))
+            elif isinstance(result, uploads.Imported):
+                self._imported(result)
+        if problems:
+            raise CommandError(f"{len(problems)} problem{'s' if len(problems) > 1 else ''}: "
+                               + "; ".join(problems[:5]))
+
+    def _imported(self, result: uploads.Imported) -> None:
+        conversation = result.conversation
+        forks = f", {len(result.forks)} branches as forks" if result.forks else ""
+        self.stdout.write(f"{conversation.pk}\t{conversation.title}\t{result.turns} turns"
+                          f"{forks}\t{result.source}")
+        for fork in result.forks:
+            self.stdout.write(f"{fork.pk}\t{fork.title}\tfork at turn {fork.forked_at_turn}"
+                              f"\t{result.source}")
+        for note in result.notes:
+            self.stderr.write(f"{result.source}: {note}")

@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import providers
 from conversations.ingest import ResponseFile, ingest
+from conversations.management.owners import OWNER_HELP, resolve_owner
 from conversations.management.refusals import refused_input
 
 
@@ -23,18 +23,12 @@ class Command(BaseCommand):
         parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
         parser.add_argument("--title", default="", help="conversation title")
         parser.add_argument("--prompt", default="", help="the user message that asked for it")
-        parser.add_argument("--owner", default="", help="username that owns the conversation")
+        parser.add_argument("--owner", default="", help=OWNER_HELP)
         parser.add_argument("--api-version", default=None,
                             help="API version header in force (e.g. anthropic-version)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        owner = None
-        if options["owner"]:
-            User = get_user_model()
-            try:
-                owner = User.objects.get(username=options["owner"])
-            except User.DoesNotExist:
-                raise CommandError(f"no user named {options['owner']!r}") from None
+        owner = resolve_owner(options["owner"])
         context = providers.WireContext(api_version=options["api_version"])
         files = []
         for path in options["files"]:
