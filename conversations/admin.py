@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from rest_framework.authtoken.models import TokenProxy
 
 import providers
+from conversations import store
 from conversations.domains import DOMAIN, domain_regex
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 from streams.registries import EVENT_KINDS
@@ -128,7 +129,29 @@ class ConversationAdmin(admin.ModelAdmin):
         return False  # conversations are created by ingest, import, fork and live turns
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # its turns and events are append-only (and PROTECT it)
+        # A conversation is removed whole by the store (never its events one by one), by staff
+        # who hold the delete permission.
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """What goes with each conversation. Django's collector would call its append-only
+        turns and events protected; the store removes them together, so nothing is refused."""
+        listed, turns, events = [], 0, 0
+        for conversation in objs:
+            n_turns = conversation.turns.count()
+            n_events = Event.objects.filter(conversation=conversation).count()
+            turns, events = turns + n_turns, events + n_events
+            listed.append(f"{conversation}: {n_turns} turns, {n_events} events, their "
+                          "attributions and recordings")
+        counts = {"conversations": len(listed), "turns": turns, "events": events}
+        return listed, counts, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
+        store.delete_conversation(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for conversation in queryset:
+            store.delete_conversation(conversation)
 
     @admin.display(description="conversation", ordering="title")
     def title_or_id(self, obj: Conversation) -> str:
