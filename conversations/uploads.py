@@ -13,9 +13,10 @@ Results come one at a time, as they are stored, so a caller can show progress.
 Where a chat export's conversation object (the payload kept whole, ``chatgpt.export`` /
 ``claude_ai.export``) hangs: on the first event of the conversation, once. Every turn came from
 it, but storing it per turn (or per event) would repeat the whole conversation in every native
-export row; its forks copy that first turn and so share the same payload row (payloads are
-immutable), except a fork that shares no turn at all, which names the conversation it is forked
-from instead.
+export row. Its forks hold the shared turns from the same records, and ``store.record_fork``
+points their first event at the same payload row (payloads are immutable; a delete keeps a row
+while anything uses it); a fork that shares no turn at all holds no copy and names the
+conversation it is forked from instead.
 """
 
 from __future__ import annotations
@@ -207,11 +208,14 @@ def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], ow
         conversation, written = store.record_turns(specs, owner=owner, title=title)
         forks = []
         for number, (fork, turns) in enumerate(fork_specs, start=1):
+            # The turns it shares with the conversation come first, from the same records
+            # (so the same payload row): a fork holds turns 0..at_turn, then its own.
             at_turn = fork.at_turn
-            if at_turn is not None and at_turn >= len(written):
-                at_turn = len(written) - 1 if written else None
+            if at_turn is not None and at_turn >= len(specs):
+                at_turn = len(specs) - 1 if specs else None
+            shared = specs[:at_turn + 1] if at_turn is not None else []
             forks.append(store.record_fork(
-                conversation, at_turn, turns, owner=owner,
+                conversation, at_turn, [*shared, *turns], owner=owner,
                 title=f"{title} (branch {number})"[:300],
             ))
     return Imported(indexes, item.source, item.format, conversation, len(written), forks,
@@ -221,15 +225,15 @@ def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], ow
 def _turn_specs(turns: Sequence[ImportedTurn], payload: Payload | None
                 ) -> tuple[list[store.NewTurn], EventBuilder | None]:
     """Each turn through the one stream runner; ``payload`` hangs on the first event."""
+    assembled = [(turn, *_assemble(turn)) for turn in turns]
+    every = [record for _, _, records in assembled for record in records]
+    if payload is not None and every and every[0].payload is None:
+        every[0].payload = payload
+    # One credential scan over the whole conversation (it redacts in place).
+    redaction.redact_records(every)
     specs = []
     first_builder = None
-    for turn in turns:
-        builder, records = _assemble(turn)
-        if payload is not None and records:
-            if records[0].payload is None:
-                records[0].payload = payload
-            payload = None
-        records = redaction.redact_records(records)
+    for turn, builder, records in assembled:
         if turn.role == "user":
             specs.append(store.NewTurn(Turn.Role.USER, records))
             continue

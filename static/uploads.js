@@ -11,6 +11,7 @@
   if (bulk) setUpBulk(bulk);
 
   function megabytes(bytes) {
+    if (bytes < 1024 * 1024) return Math.max(1, Math.round(bytes / 1024)) + " KB";
     return (bytes / (1024 * 1024)).toFixed(bytes < 10 * 1024 * 1024 ? 1 : 0) + " MB";
   }
 
