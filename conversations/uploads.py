@@ -205,7 +205,9 @@ def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], ow
     title = storable(redaction.redact_text(item.title)) or _title(specs, first_builder)
     fork_specs = [(fork, _turn_specs(fork.turns, None)[0]) for fork in item.forks]
     with transaction.atomic():
-        conversation, written = store.record_turns(specs, owner=owner, title=title)
+        # The conversation is as old as the export says (and sorts by it), its turns too.
+        conversation, written = store.record_turns(specs, store.NewConversation(
+            title=title, owner=owner, created_at=item.created_at))
         forks = []
         for number, (fork, turns) in enumerate(fork_specs, start=1):
             # The turns it shares with the conversation come first, from the same records
@@ -215,8 +217,9 @@ def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], ow
                 at_turn = len(specs) - 1 if specs else None
             shared = specs[:at_turn + 1] if at_turn is not None else []
             forks.append(store.record_fork(
-                conversation, at_turn, [*shared, *turns], owner=owner,
-                title=f"{title} (branch {number})"[:300],
+                conversation, at_turn, [*shared, *turns], store.NewConversation(
+                    title=f"{title} (branch {number})"[:300], owner=owner,
+                    created_at=item.created_at),
             ))
     return Imported(indexes, item.source, item.format, conversation, len(written), forks,
                     list(item.notes))
@@ -235,13 +238,14 @@ def _turn_specs(turns: Sequence[ImportedTurn], payload: Payload | None
     first_builder = None
     for turn, builder, records in assembled:
         if turn.role == "user":
-            specs.append(store.NewTurn(Turn.Role.USER, records))
+            specs.append(store.NewTurn(Turn.Role.USER, records, created_at=turn.created_at))
             continue
         first_builder = first_builder or builder
         specs.append(store.NewTurn(
             Turn.Role.AGENT, records, status=builder.outcome.status,
             end_reason=builder.outcome.end_reason, responses=builder.responses,
             provider=builder.provider, model=builder.model, finished=True,
+            created_at=turn.created_at,
         ))
     return specs, first_builder
 

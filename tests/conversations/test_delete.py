@@ -101,7 +101,8 @@ def test_payloads_a_fork_uses_stay_until_nothing_uses_them(alice):
 
 def test_a_streaming_conversation_is_not_deleted(alice):
     conversation = build_conversation(owner=alice)
-    store.start_turn(conversation, "agent", status=Turn.Status.STREAMING)
+    store.open_turns(conversation, [store.NewTurn(Turn.Role.AGENT, (),
+                                                  status=Turn.Status.STREAMING)])
     with pytest.raises(store.ConversationBusy):
         store.delete_conversation(conversation)
     assert Conversation.objects.filter(pk=conversation.pk).exists()

@@ -96,6 +96,10 @@ def test_stored_citations_provenance_and_text(owner):
     done, _ = imported(uploads.import_files(files, owner=owner))
     by_title = {r.conversation.title: r.conversation for r in done}
     web = by_title["Conversation 1. Web Search"]
+    # As old as the export says (create_time, Unix seconds), and so are its turns.
+    assert web.created_at.timestamp() == pytest.approx(1704629915.775304)
+    first = web.turns.get(index=0)
+    assert web.created_at < first.created_at < web.turns.get(index=5).created_at
     agents = web.turns.filter(role="agent")
     assert {(t.provider, t.model) for t in agents} == {("openai", "gpt-4")}
     assert web.turns.filter(role="user").exclude(provider="").count() == 0

@@ -71,7 +71,7 @@ def test_export_fixture_facts():
     for turn in first.turns:
         builder, records = events(turn)
         kinds.update(r.kind for r in records)
-        activities += [r.body["activity"] for r in records if r.kind == "hosted_activity"]
+        activities += [r.body.to_body()["activity"] for r in records if r.kind == "hosted_activity"]
         citations += [(r, a) for r in records for a in r.attributions]
         if turn.role == "agent":
             assert (builder.provider, builder.model) == ("openai", "gpt-4")
@@ -140,7 +140,7 @@ def test_broken_tree_is_imported_as_orphans_and_said_so():
     [turn] = item.turns  # the tool message and the answer: one agent turn
     builder, records = events(turn)
     assert builder.model == "gpt-4"
-    search = [r.body["activity"] for r in records if r.kind == "hosted_activity"]
+    search = [r.body.to_body()["activity"] for r in records if r.kind == "hosted_activity"]
     # The call is outside the export: the search is started from what the result says.
     assert search[0]["input"] == {"query": "Signal Sciences organization"}
     assert search[-1]["state"] == "completed" and len(search[-1]["sources"]) == 20
@@ -243,7 +243,7 @@ def test_2025_web_search_results_ride_on_the_answer_and_markers_go():
 
     mice = read("enchanted-twin__conversations.json")[1]
     _builder, records = events(mice.turns[1])
-    activity = [r.body["activity"] for r in records if r.kind == "hosted_activity"]
+    activity = [r.body.to_body()["activity"] for r in records if r.kind == "hosted_activity"]
     # The search is started by the assistant's code message; its results are on the answer
     # (search_result_groups), not on the empty, hidden tool message.
     assert activity[0]["input"] == {"query": "what are the mouse compatile with apple mac book "
@@ -269,8 +269,8 @@ def test_2025_web_search_results_ride_on_the_answer_and_markers_go():
 def test_sample_with_browsing_code_and_a_token_limit():
     item = chatgpt.convert(chatgpt_tools(), "sample.json")
     builder, records = events(item.turns[1])
-    activities = [(r.body["activity"]["name"], r.body["activity"]["state"],
-                   r.body["activity"]["summary"]) for r in records if r.kind == "hosted_activity"]
+    activities = [(r.body.name, r.body.state, r.body.summary) for r in records
+                  if r.kind == "hosted_activity"]
     assert activities == [
         ("web_search", "started", ""), ("web_search", "completed", "2 results"),
         ("web_fetch", "started", ""), ("web_fetch", "completed", "Everest"),

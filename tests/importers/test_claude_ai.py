@@ -44,8 +44,8 @@ def test_artifacts_fixture_facts():
         for record in turn_records:
             artifacts += re.findall(r"^\*\*Artifact: (.+?)\*\* \(([^)]*)\)$", record.text,
                                     re.MULTILINE)
-            if record.kind == "provider_artifact" and record.body["type"] == "attachments":
-                files.append(record.body["summary"])
+            if record.kind == "provider_artifact" and record.body.type == "attachments":
+                files.append(record.body.summary)
             assert "<antArtifact" not in record.text and "<antThinking" not in record.text
         if turn.role == "agent":
             kinds = [r.kind for r in turn_records]
@@ -66,7 +66,7 @@ def test_example_fixture_is_the_smallest_valid_input():
     assert [t.role for t in item.turns] == ["user", "agent"]
     _, user = events(item.turns[0])
     assert user[0].text == "Turn this into a bash command"
-    assert user[1].body["summary"] == "Attached: CleanShot 20241017 at 22.29.542x.png"
+    assert user[1].body.summary == "Attached: CleanShot 20241017 at 22.29.542x.png"
     _, answer = events(item.turns[1])
     assert answer[0].text.endswith("...")
 
@@ -79,13 +79,13 @@ def test_content_blocks_sample():
     assert (builder.provider, builder.model) == ("anthropic", "claude-3-7-sonnet-20250219")
     kinds = [r.kind for r in records]
     assert kinds[0] == "reasoning" and "tool_call_request" not in kinds
-    activities = [(r.body["activity"]["name"], r.body["activity"]["state"])
+    activities = [(r.body.to_body()["activity"]["name"], r.body.to_body()["activity"]["state"])
                   for r in records if r.kind == "hosted_activity"]
     assert activities == [("web_search", "started"), ("web_search", "completed"),
                           ("web_fetch", "started"), ("web_fetch", "failed"),
                           ("code_execution", "started"), ("code_execution", "completed")]
-    search = next(r.body["activity"] for r in records if r.kind == "hosted_activity"
-                  and r.body["activity"]["state"] == "completed")
+    search = next(r.body.to_body()["activity"] for r in records if r.kind == "hosted_activity"
+                  and r.body.to_body()["activity"]["state"] == "completed")
     assert search["input"] == {"query": "Café Central"}
     assert search["sources"] == [{"url": "https://example.org/cafe",
                                   "title": "Café Central – history"}]
@@ -95,7 +95,7 @@ def test_content_blocks_sample():
     assert answer.text[attribution.start:attribution.end] == "Café Central opened in 1876."
     assert attribution.title == "Café Central – history"  # named by the search result
     _, user = events(item.turns[0])
-    assert user[1].body["summary"] == "Attached: notes.txt"
+    assert user[1].body.summary == "Attached: notes.txt"
     # The regenerated answer the user did not keep is a fork after the first question.
     [fork] = item.forks
     assert fork.at_turn == 0 and events(fork.turns[0])[1][0].text == "In 1876."
