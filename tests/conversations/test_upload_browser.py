@@ -142,6 +142,21 @@ def test_drag_and_drop_upload(live_server, session, browser):
     page.go_back()
     page.reload()
     assert page.locator(".conversation-row").count() == 4
+    # Bulk delete: select two, the bar counts them, the confirmation lists them.
+    submit = page.locator("[data-bulk-submit]")
+    assert submit.is_disabled()
+    boxes = page.locator("input[data-select]")
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    assert page.locator("[data-bulk-count]").inner_text() == "2 selected"
+    page.screenshot(path=str(ARTIFACTS / "upload-list.png"), full_page=True)
+    submit.click()
+    page.wait_for_selector("h1:has-text('Delete 2 conversations?')")
+    page.screenshot(path=str(ARTIFACTS / "bulk-delete-confirm.png"))
+    page.locator("button.danger").click()
+    page.wait_for_selector(".flash")
+    assert page.locator(".conversation-row").count() == 2
+    assert "Deleted 2 conversations." in page.locator(".flash").inner_text()
     # The WSGI test server has no websocket route: the conversation page's live socket fails.
     errors = [e for e in errors if "WebSocket" not in e]
     assert errors == [] and outside == []
