@@ -14,6 +14,7 @@ import pytest
 from django.db import DataError, IntegrityError
 
 from api import views
+from conversations import uploads
 from conversations.projections import export_json
 from conversations.provenance import ProvenanceError
 from streams.registries import UnregisteredValue
@@ -102,27 +103,31 @@ def test_import_refuses_an_invalid_document(alice_api):
     doc = a_document()
     doc["turns"][1]["end_reason"] = "bogus_reason"
     response = import_(alice_api, doc)
-    assert (response.status_code, response.json()) == (
-        400, {"detail": "Not a valid export document: turns[1]: unknown end_reason "
-                        "'bogus_reason'"})
+    assert response.status_code == 400
+    assert response.json()["detail"] == ("body: not a valid export document: turns[1]: unknown "
+                                         "end_reason 'bogus_reason'")
+    assert response.json()["imported"] == []
 
 
+# The import reports each conversation, so a refusal below it is that conversation's problem
+# (named by its file), and the answer a 400 when nothing else was imported.
 @pytest.mark.parametrize("exc, detail", [
     (ProvenanceError("the model looks like a credential"),
-     "The document cannot be imported: the model looks like a credential"),
+     "body: cannot be imported: the model looks like a credential"),
     (UnregisteredValue("event kind: 'x' is not registered"),
-     "The document cannot be imported: event kind: 'x' is not registered"),
-    (ValueError("bad"), "The document cannot be imported: bad"),
+     "body: cannot be imported: event kind: 'x' is not registered"),
+    (ValueError("bad"), "body: cannot be imported: bad"),
     (IntegrityError("duplicate key value\nDETAIL: more"),
-     "The document cannot be stored: duplicate key value"),
-    (DataError("value too long"), "The document cannot be stored: value too long"),
-    (KeyError("turns"), "The document cannot be imported: unexpected structure (KeyError)."),
-    (TypeError(), "The document cannot be imported: unexpected structure (TypeError)."),
+     "body: cannot be stored: duplicate key value"),
+    (DataError("value too long"), "body: cannot be stored: value too long"),
+    (KeyError("turns"), "body: cannot be read (KeyError)"),
+    (TypeError(), "body: cannot be read (TypeError)"),
 ])
 def test_import_refusals_raised_below_the_view(alice_api, monkeypatch, exc, detail):
-    monkeypatch.setattr(views, "import_document", raising(exc))
+    monkeypatch.setattr(uploads, "import_document", raising(exc))
     response = import_(alice_api, a_document())
-    assert (response.status_code, response.json()) == (400, {"detail": detail})
+    assert (response.status_code, response.json()["detail"]) == (400, detail)
+    assert [p["detail"] for p in response.json()["problems"]] == [detail]
 
 
 # -- fork --------------------------------------------------------------------------------------
