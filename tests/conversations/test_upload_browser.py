@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import REPO, shared_path
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
