@@ -1,19 +1,22 @@
-"""Adapters: one module per provider wire format, all reading through ``providers.wire``.
+"""Adapters: one package per provider, one module per wire format, all reading through
+``providers.wire``. Adapters never touch Django models; they only translate wire frames into
+``streams.parts`` (what an adapter provides: ``providers.protocol``).
 
-An adapter is a module with ``PROVIDER`` (its name) and
-``parse(wire: WireInput, context: WireContext) -> Iterator[Part]``. Adapters never touch Django
-models; they only translate wire frames into ``streams.parts``.
+Two ways in, one implementation under both:
+
+* ``parse(provider, raw, context)``: a whole recorded response (bytes or text);
+* ``stream_parser(provider, context)``: a response as its bytes arrive from the network
+  (``feed(chunk)`` returns the parts those bytes complete, ``close()`` the rest).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
-from providers.wire import MalformedInput, WireInput, read
+from providers.protocol import ParserFactory, Response, WireContext
+from providers.wire import MalformedInput, Reader, Row, WireInput, read
 from streams.parts import Part
 
 ADAPTERS = {
@@ -22,25 +25,11 @@ ADAPTERS = {
     "google": "providers.google",
 }
 
-
-@dataclass(frozen=True, slots=True)
-class WireContext:
-    """What is known besides the response itself.
-
-    ``api_version`` is the API version header in force (Anthropic's ``anthropic-version``),
-    ``request`` the request body when the recording has it (it names hosted tool versions), and
-    ``endpoint`` the URL the request went to (it names Gemini's API version).
-    """
-
-    api_version: str | None = None
-    request: dict[str, Any] | None = None
-    endpoint: str | None = None
-
-
-_loaded: dict[str, ModuleType] = {}  # provider -> its imported adapter module
+_loaded: dict[str, ModuleType] = {}  # provider -> its imported adapter package
 
 
 def adapter(provider: str) -> ModuleType:
+    """The adapter package of ``provider``; ``ValueError`` for a provider with none."""
     module = _loaded.get(provider)
     if module is not None:
         return module  # import_module costs more than the parse of a short response
@@ -55,8 +44,87 @@ def adapter(provider: str) -> ModuleType:
 
 
 def parse(provider: str, raw: bytes | str, context: WireContext | None = None) -> Iterator[Part]:
-    """Read ``raw`` in any accepted wire shape and yield the provider's stream parts."""
-    return adapter(provider).parse(read(raw), context or WireContext())
+    """Read ``raw`` in any accepted wire shape and yield the provider's stream parts.
+
+    The wire is read at once (a malformed line is refused before any part); the parts are made
+    as they are asked for."""
+    parts: Iterator[Part] = adapter(provider).parse(read(raw), context or WireContext())
+    return parts
 
 
-__all__ = ["ADAPTERS", "MalformedInput", "WireContext", "WireInput", "adapter", "parse"]
+def stream_parser(provider: str, context: WireContext | None = None) -> StreamParser:
+    """A push-style parser for one response of ``provider`` (``ValueError`` if unknown)."""
+    return StreamParser(adapter(provider).parser, context or WireContext())
+
+
+class StreamParser:
+    """One provider response, bytes in as they arrive, stream parts out.
+
+    ``feed(chunk)`` returns the parts its bytes complete; chunks may split anywhere (inside a
+    line, a CRLF or a UTF-8 character). ``close()`` ends the input and returns the rest: a cut
+    last event is dropped, and a cut stream's open hosted calls are reported as started, exactly
+    as ``parse`` does for the same bytes. Only the current event is held (a JSON body, which
+    cannot be read before it ends, is held until ``close``).
+
+    Unreadable input: ``feed`` still returns every part before the bad point and the error
+    (``MalformedInput``, or whatever the adapter raised) is raised by the next call, so what a
+    caller receives never depends on how the bytes were split. An error while closing is raised
+    by ``close`` itself. Calls after ``close`` raise ``ValueError``.
+    """
+
+    __slots__ = ("_closed", "_context", "_error", "_parser_for", "_reader", "_response")
+
+    def __init__(self, parser: ParserFactory, context: WireContext) -> None:
+        self._parser_for = parser
+        self._context = context
+        self._reader = Reader()
+        self._response: Response | None = None  # made with the first row (its kind is known)
+        self._error: Exception | None = None
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[Part]:
+        self._check()
+        parts: list[Part] = []
+        try:
+            self._rows(self._reader.feed(chunk), parts)
+        except Exception as exc:  # the parts before it stand; the next call raises it
+            self._error = exc
+        return parts
+
+    def close(self) -> list[Part]:
+        self._check()
+        self._closed = True
+        parts: list[Part] = []
+        self._rows(self._reader.close(), parts)
+        if self._response is not None:
+            parts.extend(self._response.close())
+        return parts
+
+    def _rows(self, rows: list[Row], parts: list[Part]) -> None:
+        response = self._response
+        for row in rows:
+            if response is None:
+                kind = self._reader.kind
+                assert kind is not None  # known by the time a row is returned
+                response = self._response = Response(self._parser_for, self._context, kind)
+            parts.extend(response.feed(row))
+
+    def _check(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            self._closed = True
+            raise error
+        if self._closed:
+            raise ValueError("the stream parser is closed")
+
+
+__all__ = [
+    "ADAPTERS",
+    "MalformedInput",
+    "StreamParser",
+    "WireContext",
+    "WireInput",
+    "adapter",
+    "parse",
+    "stream_parser",
+]

@@ -1,0 +1,540 @@
+"""OpenAI Responses API: stream events (``type: "response.*"``, ``error``) and Response bodies
+(``object: "response"``).
+
+Mapping:
+
+* ``message`` item -> ONE ``message`` block keyed by the item id. Its content parts
+  (``output_text``, ``refusal``) are joined with a blank line; citation offsets are shifted by the
+  part's position, so they address the block's final text. ``BlockEnd`` carries the verbatim
+  ``output_item.done`` item. A ``refusal`` part makes the end reason ``refusal``.
+* ``url_citation`` -> ``Citation`` with ``start_index``/``end_index`` as a code-point range (the
+  API counts characters) and no ``quote`` (OpenAI sends no copy of the segment).
+  ``file_citation`` has no URL and only a single ``index`` (where the model put its marker):
+  url "", title = filename, and NO range -- a zero-width range means nothing to the builder
+  (``ranges.resolve`` treats it as no range), so the whole block is the cited span; the index
+  stays in ``replay``. ``container_file_citation`` keeps its range. Every citation's ``replay``
+  is the annotation object verbatim. Other annotation types (``file_path``) live only in the
+  message payload.
+* ``reasoning`` item -> a ``reasoning`` block (summary parts, and ``reasoning_text`` content
+  when the model streams it, joined with a blank line). A reasoning item that finishes with no
+  text at all (OpenAI hides reasoning unless a summary is requested; ``encrypted_content`` is
+  opaque) is a REDACTED reasoning block: its data lives only in the payload (the whole item).
+* ``web_search_call`` / ``file_search_call`` / ``code_interpreter_call`` -> hosted ``Activity``
+  (``web_search`` / ``file_search`` / ``code_execution``). The streamed item names its input
+  (``action``, ``queries``, ``code``) only in ``output_item.done``, so ``started`` is emitted
+  there, followed by ``completed``/``failed`` per the item's ``status``. Any other status (Azure's
+  ``web_search_preview`` finishes with ``status: "searching"`` and never sends ``.completed``)
+  leaves the activity ``started``: a completion is never invented. A call cut before its
+  ``output_item.done`` is emitted as ``started`` with what the added item said.
+  web_search input = ``{"action": type, "query"/"queries"/"url"/"pattern": ...}``; search
+  ``sources`` -> ``Activity.sources``.
+* ``function_call`` / ``custom_tool_call`` -> ``ToolCall`` (at ``output_item.done`` only: a
+  call cut mid-arguments is never handed to the host).
+* Any other item type -> ``Artifact`` (kept whole). Unknown stream events are ignored (their
+  items arrive whole in ``output_item.done``); ``obfuscation`` padding is ignored.
+* ``response.completed`` -> ``ResponseEnd`` (``tool_use`` when the response holds a client tool
+  call, ``refusal`` after a refusal part, else ``end_turn``); ``response.incomplete`` ->
+  ``max_output_tokens`` -> ``max_tokens``, ``content_filter`` -> ``refusal``;
+  ``error`` / ``response.failed`` -> one ``StreamError`` then ``ResponseEnd("error")``.
+  ``usage`` -> ``Usage`` with the nested integer counters flattened to dotted keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from providers.openai.common import (
+    ERROR,
+    PROVIDER,
+    flatten_usage,
+    json_arguments,
+    require,
+    tool_version,
+)
+from providers.openai.items import (
+    ANNOTATION,
+    DESCRIBE,
+    ITEM,
+    annotation_citation,
+    artifact_summary,
+)
+from providers.protocol import WireContext
+from providers.values import as_int, as_str
+from providers.wire import DONE, MalformedInput, Row
+from streams.parts import (
+    Activity,
+    Artifact,
+    BlockEnd,
+    BlockStart,
+    Part,
+    Payload,
+    ResponseEnd,
+    ResponseStart,
+    StreamError,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from streams.registries import ACTIVITY_NAMES, END_REASONS
+
+INCOMPLETE_REASONS = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
+# Only two incomplete reasons are documented; any other still means "stopped by a limit".
+UNKNOWN_INCOMPLETE = "max_tokens"
+_PRODUCER = __package__ or __name__  # the adapter package is the producer
+for _reason in ("end_turn", "max_tokens", "tool_use", "refusal", "error"):
+    END_REASONS.register(_reason, producer=_PRODUCER)
+
+HOSTED_ITEMS = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_execution",
+}
+for _name in sorted(set(HOSTED_ITEMS.values())):
+    ACTIVITY_NAMES.register(_name, producer=_PRODUCER)
+
+CLIENT_TOOL_ITEMS = ("function_call", "custom_tool_call")
+PART_SEPARATOR = "\n\n"  # between the content parts of one message / summaries of one reasoning
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses API
+
+
+_Parts = tuple[Part, ...]
+
+
+@dataclass(slots=True)
+class _TextPart:
+    offset: int  # where this part's text begins in the block's text
+    chunks: list[str] = field(default_factory=list)  # its text as streamed so far
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+@dataclass
+class _Item:
+    """What the stream has said so far about one output item."""
+
+    item: dict[str, Any]
+    key: str
+    block_open: bool = False
+    done: bool = False
+    activity_started: bool = False
+    length: int = 0  # code points of block text emitted so far
+    parts: dict[tuple[str, int], _TextPart] = field(default_factory=dict)
+    cited: dict[int, set[int]] = field(default_factory=dict)  # content index -> annotation idx
+
+    @property
+    def type(self) -> str:
+        return as_str(self.item.get("type"))
+
+
+class Responses:
+    """One Responses API response: a stream fed event by event, or a body (``body``)."""
+
+    def __init__(self, context: WireContext) -> None:
+        self.context = context
+        request = context.request if isinstance(context.request, dict) else {}
+        self.version = tool_version(request.get("tools"))
+        self.started = False
+        self.ended = False
+        self.errored = False
+        self.items: dict[str, _Item] = {}
+        self.by_index: dict[int, str] = {}
+        self.client_tool_call = False
+        self.refusal = False
+
+    # -- framing ---------------------------------------------------------------------------
+
+    def feed(self, row: Row) -> Iterable[Part]:
+        if self.ended:
+            return ()  # after the terminal event nothing is read
+        line, data, _name = row
+        if not isinstance(data, dict):
+            if data is DONE:
+                return ()
+            raise MalformedInput("expected a JSON object per stream event", line=line)
+        kind = data.get("type")
+        if not isinstance(kind, str):
+            raise MalformedInput(
+                "not an OpenAI Responses stream event (no string 'type')", line=line
+            )
+        handler = _EVENTS.get(kind)
+        return () if handler is None else handler(self, data, line)
+
+    def close(self) -> Iterable[Part]:
+        """The input ended; without a terminal event, name the hosted calls still running."""
+        return () if self.ended else self._cut()
+
+    def body(self, response: dict[str, Any], line: int) -> Iterator[Part]:
+        yield from self._begin(response)
+        output = require(response, "output", list, line, "a Responses body")
+        for index, item in enumerate(output):
+            if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                raise MalformedInput(f"output[{index}] is not an item with a 'type'", line=line)
+            yield from self._item_done(item, index)
+        yield from self._terminal(response, line)
+
+    def payload(self, format: str, value: Any) -> Payload:
+        return Payload(PROVIDER, format, self.version, value)
+
+    # -- response lifecycle ----------------------------------------------------------------
+
+    # Helpers that make at most a part or two return a tuple, not a generator: they run for
+    # most events, and a tuple is cheaper to make and to ``yield from``.
+
+    def _begin(self, response: dict[str, Any]) -> tuple[Part, ...]:
+        if self.started:
+            return ()
+        self.started = True
+        if "tools" in response:
+            self.version = tool_version(response.get("tools"))
+        return (
+            ResponseStart(
+                provider=as_str(response.get("provider")) or PROVIDER,
+                model=as_str(response.get("model")),
+                response_id=as_str(response.get("id")),
+            ),
+        )
+
+    def _on_created(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        yield from self._begin(require(data, "response", dict, line, data["type"]))
+
+    def _on_completed(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        response = require(data, "response", dict, line, data["type"])
+        yield from self._begin(response)
+        # Items the stream never finished but the final response holds: finish them from it
+        # (not for a failed response, whose unfinished blocks stay partial).
+        output = response.get("output") if response.get("status") != "failed" else None
+        for index, item in enumerate(output if isinstance(output, list) else ()):
+            if isinstance(item, dict) and isinstance(item.get("type"), str):
+                known = self.items.get(as_str(item.get("id")))
+                if known is None or not known.done:
+                    yield from self._item_done(item, index)
+        yield from self._terminal(response, line)
+
+    def _on_error(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        yield from self._begin({})
+        # Documented shape: code/message at the top level; recorded streams nest an `error`.
+        error = data.get("error") if isinstance(data.get("error"), dict) else data
+        yield from self._error(error, data)
+
+    def _error(self, error: dict[str, Any], value: dict[str, Any]) -> Iterator[Part]:
+        if self.errored:
+            return
+        self.errored = True
+        code = as_str(error.get("code")) or as_str(error.get("type")) or "error"
+        yield StreamError(code, as_str(error.get("message")), self.payload(ERROR, value))
+
+    def _terminal(self, response: dict[str, Any], line: int) -> Iterator[Part]:
+        status = response.get("status")
+        if status == "failed":
+            yield from self._pending_activities()
+            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            yield from self._error(error, error)
+            yield from self._usage(response)
+            yield from self._end("error")
+            return
+        if status not in ("completed", "incomplete"):
+            # in_progress / queued (a background body) or cancelled: not finished normally.
+            yield from self._pending_activities()
+            return
+        yield from self._pending_activities()
+        yield from self._usage(response)
+        if status == "incomplete":
+            details = response.get("incomplete_details")
+            reason = as_str(details.get("reason")) if isinstance(details, dict) else ""
+            yield from self._end(INCOMPLETE_REASONS.get(reason, UNKNOWN_INCOMPLETE))
+        elif self.client_tool_call:
+            yield from self._end("tool_use")
+        else:
+            yield from self._end("refusal" if self.refusal else "end_turn")
+
+    def _usage(self, response: dict[str, Any]) -> tuple[Part, ...]:
+        counters = flatten_usage(response.get("usage"))
+        return (Usage(counters),) if counters else ()
+
+    def _end(self, reason: str) -> tuple[Part, ...]:
+        self.ended = True
+        return (ResponseEnd(reason),)
+
+    def _cut(self) -> Iterator[Part]:
+        """The input ended without a terminal event: name the hosted calls still running."""
+        yield from self._pending_activities()
+        if self.errored and not self.ended:
+            yield from self._end("error")  # an `error` event with no `response.failed` after it
+
+    def _pending_activities(self) -> Iterator[Part]:
+        for state in self.items.values():
+            if state.type in HOSTED_ITEMS and not state.activity_started:
+                state.activity_started = True
+                describe_input, _ = DESCRIBE[state.type]
+                yield Activity(
+                    activity_id=state.key,
+                    name=HOSTED_ITEMS[state.type],
+                    state="started",
+                    input=describe_input(state.item),
+                    payload=self.payload(ITEM, state.item),
+                )
+
+    # -- items -----------------------------------------------------------------------------
+
+    def _state(self, item: dict[str, Any], output_index: Any) -> _Item:
+        key = as_str(item.get("id")) or f"output-{output_index}"
+        state = self.items.get(key)
+        if state is None:
+            state = self.items[key] = _Item(item=item, key=key)
+        if as_int(output_index) is not None:
+            self.by_index[output_index] = key
+        return state
+
+    def _find(self, data: dict[str, Any], line: int) -> _Item:
+        key = as_str(data.get("item_id")) or self.by_index.get(data.get("output_index"), "")
+        state = self.items.get(key)
+        if state is None:
+            raise MalformedInput(
+                f"{data['type']} for an item that was never added ({key or 'no item_id'})",
+                line=line,
+            )
+        return state
+
+    def _on_item_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        yield from self._begin({})
+        item = require(data, "item", dict, line, data["type"])
+        require(item, "type", str, line, "an output item")
+        state = self._state(item, data.get("output_index"))
+        if state.type == "message":
+            yield from self._open_block(state, "message")
+
+    def _on_item_done(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        yield from self._begin({})
+        item = require(data, "item", dict, line, data["type"])
+        require(item, "type", str, line, "an output item")
+        yield from self._item_done(item, data.get("output_index"))
+
+    def _item_done(self, item: dict[str, Any], output_index: Any) -> Iterator[Part]:
+        state = self._state(item, output_index)
+        state.item, state.done = item, True
+        kind = state.type
+        if kind == "message":
+            yield from self._message_done(state)
+        elif kind == "reasoning":
+            yield from self._reasoning_done(state)
+        elif kind in HOSTED_ITEMS:
+            yield from self._activity_done(state)
+        elif kind in CLIENT_TOOL_ITEMS:
+            yield from self._tool_call_done(state)
+        else:
+            yield Artifact(
+                type=kind, summary=artifact_summary(item), payload=self.payload(ITEM, item)
+            )
+
+    # -- text blocks -----------------------------------------------------------------------
+
+    def _open_block(
+        self, state: _Item, kind: Literal["message", "reasoning"]
+    ) -> tuple[Part, ...]:
+        if state.block_open:
+            return ()
+        state.block_open = True
+        return (BlockStart(state.key, kind),)
+
+    def _part(self, state: _Item, part_key: tuple[str, int]) -> tuple[_TextPart, _Parts]:
+        """A content/summary part, opened when new: its offset, and a separator from the
+        previous part (the parts to emit for it)."""
+        part = state.parts.get(part_key)
+        if part is not None:
+            return part, ()
+        separator: _Parts = ()
+        if state.length:
+            state.length += len(PART_SEPARATOR)
+            separator = (TextDelta(state.key, PART_SEPARATOR),)
+        part = state.parts[part_key] = _TextPart(state.length)
+        return part, separator
+
+    def _append(self, state: _Item, part_key: tuple[str, int], text: str) -> _Parts:
+        part, parts = self._part(state, part_key)
+        if not text:
+            return parts
+        part.chunks.append(text)
+        state.length += len(text)
+        return (*parts, TextDelta(state.key, text))
+
+    def _fill(self, state: _Item, part_key: tuple[str, int], final: str) -> _Parts:
+        """Emit whatever of a part's final text the deltas did not deliver."""
+        part, parts = self._part(state, part_key)
+        text = part.text
+        if final.startswith(text) and len(final) > len(text):
+            return (*parts, *self._append(state, part_key, final[len(text) :]))
+        return parts
+
+    def _on_content_part_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        state = self._find(data, line)
+        yield from self._open_block(state, "message")
+        part = data.get("part") if isinstance(data.get("part"), dict) else {}
+        if part.get("type") == "refusal":
+            self.refusal = True
+        index = as_int(data.get("content_index")) or 0
+        yield from self._append(state, ("content", index), as_str(part.get("text")))
+
+    def _on_text_delta(self, data: dict[str, Any], line: int) -> _Parts:
+        # The bulk of a stream: a tuple, not a generator (cheaper to make and to consume).
+        state = self._find(data, line)
+        delta = require(data, "delta", str, line, data["type"])
+        if data["type"] == "response.refusal.delta":
+            self.refusal = True
+        index = as_int(data.get("content_index")) or 0
+        opened = self._open_block(state, "message")
+        appended = self._append(state, ("content", index), delta)
+        return (*opened, *appended) if opened else appended
+
+    def _on_annotation(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        state = self._find(data, line)
+        annotation = require(data, "annotation", dict, line, data["type"])
+        yield from self._open_block(state, "message")
+        content_index = as_int(data.get("content_index")) or 0
+        part, separator = self._part(state, ("content", content_index))
+        yield from separator
+        cited = state.cited.setdefault(content_index, set())
+        index = as_int(data.get("annotation_index"))
+        cited.add(len(cited) if index is None else index)
+        citation = annotation_citation(
+            state.key, annotation, part.offset, self.payload(ANNOTATION, annotation)
+        )
+        if citation is not None:
+            yield citation
+
+    def _on_reasoning_delta(self, data: dict[str, Any], line: int) -> _Parts:
+        state = self._find(data, line)
+        delta = require(data, "delta", str, line, data["type"])
+        if data["type"] == "response.reasoning_summary_text.delta":
+            part_key = ("summary", as_int(data.get("summary_index")) or 0)
+        else:
+            part_key = ("content", as_int(data.get("content_index")) or 0)
+        opened = self._open_block(state, "reasoning")
+        appended = self._append(state, part_key, delta)
+        return (*opened, *appended) if opened else appended
+
+    def _on_summary_part_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
+        state = self._find(data, line)
+        yield from self._open_block(state, "reasoning")
+        part = data.get("part") if isinstance(data.get("part"), dict) else {}
+        index = as_int(data.get("summary_index")) or 0
+        yield from self._append(state, ("summary", index), as_str(part.get("text")))
+
+    def _message_done(self, state: _Item) -> Iterator[Part]:
+        yield from self._open_block(state, "message")
+        content = state.item.get("content")
+        for index, part in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "refusal":
+                self.refusal = True
+                yield from self._fill(state, ("content", index), as_str(part.get("refusal")))
+            elif part.get("type") == "output_text":
+                yield from self._fill(state, ("content", index), as_str(part.get("text")))
+                yield from self._missed_citations(state, index, part.get("annotations"))
+            # other content types (audio, ...) are kept in the payload only
+        yield BlockEnd(state.key, self.payload(ITEM, state.item))
+
+    def _missed_citations(self, state: _Item, index: int, annotations: Any) -> Iterator[Part]:
+        """Annotations that came only with the finished item (a body, or a terse stream)."""
+        cited = state.cited.setdefault(index, set())
+        offset = state.parts[("content", index)].offset
+        for position, annotation in enumerate(annotations if isinstance(annotations, list) else ()):
+            if position in cited or not isinstance(annotation, dict):
+                continue
+            cited.add(position)
+            citation = annotation_citation(
+                state.key, annotation, offset, self.payload(ANNOTATION, annotation)
+            )
+            if citation is not None:
+                yield citation
+
+    def _reasoning_done(self, state: _Item) -> Iterator[Part]:
+        item = state.item
+        texts: list[tuple[tuple[str, int], str]] = []
+        for name, kinds in (("summary", "summary_text"), ("content", "reasoning_text")):
+            entries = item.get(name)
+            for index, entry in enumerate(entries if isinstance(entries, list) else ()):
+                if isinstance(entry, dict) and entry.get("type") == kinds:
+                    texts.append(((name, index), as_str(entry.get("text"))))
+        payload = self.payload(ITEM, item)
+        if not state.block_open and not any(text for _, text in texts):
+            # Hidden reasoning: only an id and (maybe) encrypted_content, which is opaque.
+            yield BlockStart(state.key, "reasoning", redacted=True, payload=payload)
+            yield BlockEnd(state.key, payload)
+            return
+        yield from self._open_block(state, "reasoning")
+        for part_key, text in texts:
+            yield from self._fill(state, part_key, text)
+        yield BlockEnd(state.key, payload)
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def _activity_done(self, state: _Item) -> Iterator[Part]:
+        item, name = state.item, HOSTED_ITEMS[state.type]
+        describe_input, describe_result = DESCRIBE[state.type]
+        activity_input = describe_input(item)
+        status = item.get("status")
+        terminal = status in ("completed", "failed")
+        payload = self.payload(ITEM, item)
+        if not state.activity_started:
+            state.activity_started = True
+            # The payload goes with the last transition this item gets, once.
+            yield Activity(
+                state.key, name, "started", activity_input, payload=None if terminal else payload
+            )
+        if status == "completed":
+            summary, sources = describe_result(item)
+            yield Activity(
+                state.key, name, "completed", activity_input, summary, sources, payload=payload
+            )
+        elif status == "failed":
+            error = item.get("error") if isinstance(item.get("error"), dict) else {}
+            code = as_str(error.get("code")) or "failed"
+            yield Activity(
+                state.key, name, "failed", activity_input, code, error_code=code, payload=payload
+            )
+        # any other status (Azure's "searching"): the call never completed; leave it started
+
+    def _tool_call_done(self, state: _Item) -> Iterator[Part]:
+        item = state.item
+        self.client_tool_call = True
+        if state.type == "function_call":
+            arguments = json_arguments(as_str(item.get("arguments")))
+        else:  # custom_tool_call: free-form input text
+            arguments = as_str(item.get("input"))
+        yield ToolCall(
+            call_id=as_str(item.get("call_id")) or state.key,
+            name=as_str(item.get("name")),
+            arguments=arguments,
+            payload=self.payload(ITEM, item),
+        )
+
+
+_Handler = Callable[[Responses, dict[str, Any], int], Iterable[Part]]
+_EVENTS: dict[str, _Handler] = {
+    "response.created": Responses._on_created,
+    "response.queued": Responses._on_created,
+    "response.in_progress": Responses._on_created,
+    "response.completed": Responses._on_completed,
+    "response.incomplete": Responses._on_completed,
+    "response.failed": Responses._on_completed,
+    "error": Responses._on_error,
+    "response.output_item.added": Responses._on_item_added,
+    "response.output_item.done": Responses._on_item_done,
+    "response.content_part.added": Responses._on_content_part_added,
+    "response.output_text.delta": Responses._on_text_delta,
+    "response.refusal.delta": Responses._on_text_delta,
+    "response.output_text.annotation.added": Responses._on_annotation,
+    "response.reasoning_summary_part.added": Responses._on_summary_part_added,
+    "response.reasoning_summary_text.delta": Responses._on_reasoning_delta,
+    "response.reasoning_text.delta": Responses._on_reasoning_delta,
+    # Everything else (*.done text events, web_search_call.searching, function-call argument
+    # deltas, ...) is covered by output_item.done, which carries the whole item.
+}
