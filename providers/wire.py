@@ -40,6 +40,10 @@ import orjson
 
 from streams.errors import MalformedInput
 
+__all__ = [  # MalformedInput is re-exported: callers refuse input with the error read() raises
+    "DONE", "Frame", "MalformedInput", "Reader", "Row", "WireInput", "WireKind", "read",
+]
+
 WireKind = Literal["stream", "body"]
 
 

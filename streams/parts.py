@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 RangeUnit = Literal["codepoint", "utf8", "utf16"]
+BlockKind = Literal["message", "reasoning"]
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -50,7 +51,7 @@ class ResponseStart:
 @dataclass(slots=True, unsafe_hash=True)
 class BlockStart:
     key: str
-    kind: Literal["message", "reasoning"]
+    kind: BlockKind
     redacted: bool = False
     # Redacted reasoning arrives whole: its opaque data lives only in the payload.
     payload: Payload | None = None

@@ -76,8 +76,12 @@ def resolve(
     offsets = offsets or Offsets(text)
     cp_start = offsets.codepoint(start, unit)
     cp_end = offsets.codepoint(end, unit)
-    in_bounds = cp_start is not None and cp_end is not None and 0 <= cp_start < cp_end <= len(text)
-    if in_bounds and (quote is None or text[cp_start:cp_end] == quote):
+    if (
+        cp_start is not None
+        and cp_end is not None
+        and 0 <= cp_start < cp_end <= len(text)
+        and (quote is None or text[cp_start:cp_end] == quote)
+    ):
         return cp_start, cp_end
     hint = cp_start if cp_start is not None else min(start, len(text))
     return _search(text, quote, hint)

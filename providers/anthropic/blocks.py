@@ -17,7 +17,7 @@ import orjson
 
 from providers.protocol import WireContext
 from providers.values import as_str, clip, count
-from providers.wire import MalformedInput
+from streams.errors import MalformedInput
 from streams.parts import (
     Activity,
     Artifact,
@@ -143,8 +143,8 @@ class Versions:
         tools: dict[str, str] = {}
         request = context.request if isinstance(context.request, dict) else {}
         for tool in request.get("tools") or ():
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            match = _TOOL_VERSION.match(kind) if isinstance(kind, str) else None
+            kind = as_str(tool.get("type")) if isinstance(tool, dict) else ""
+            match = _TOOL_VERSION.match(kind)
             if match:  # e.g. web_search_20250305 -> family web_search
                 tools.setdefault(match.group(1), kind)
         return cls(context.api_version or DEFAULT_API_VERSION, tools)

@@ -31,7 +31,8 @@ from providers.anthropic.blocks import (
 )
 from providers.protocol import ResponseParser, WireContext
 from providers.values import as_str
-from providers.wire import DONE, MalformedInput, Row, WireKind
+from providers.wire import DONE, Row, WireKind
+from streams.errors import MalformedInput
 from streams.parts import Artifact, BlockEnd, BlockStart, Part, TextDelta
 
 # Stream event types (a lone one read as a body is still a stream: e.g. cut after its first).

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from providers.values import as_dict, as_str, count
-from providers.wire import MalformedInput
+from streams.errors import MalformedInput
 from streams.parts import Artifact, Part, Payload, ResponseEnd, StreamError
 from streams.registries import ACTIVITY_NAMES, END_REASONS
 

@@ -34,11 +34,13 @@ from providers.google.common import (
 )
 from providers.protocol import WireContext
 from providers.values import as_dict, as_int, as_list, as_str, count, int_counters
-from providers.wire import DONE, MalformedInput, Row
+from providers.wire import DONE, Row
+from streams.errors import MalformedInput
 from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
+    BlockKind,
     BlockStart,
     Citation,
     Part,
@@ -88,7 +90,7 @@ def _source(chunk: Any) -> dict[str, str]:
 @dataclass
 class _TextBlock:
     key: str
-    kind: str  # "message" | "reasoning"
+    kind: BlockKind
     parts: list[dict[str, Any]] = field(default_factory=list)
     nbytes: int = 0  # UTF-8 length of the text so far: body supports are shifted by it
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -245,13 +247,13 @@ class Generate:
             kind = None
         if kind is None and set(part) <= PART_METADATA and "thoughtSignature" in part:
             kind = "text"  # a bare signature (end of a stream) belongs to the open block
-        handler = _PART_HANDLERS.get(kind or "", Generate.unknown_part)
+        handler: _PartHandler = _PART_HANDLERS.get(kind or "", Generate.unknown_part)
         yield from handler(self, part, supports, grounding)
 
     def text_part(
         self, part: dict[str, Any], supports: Any, grounding: dict[str, Any]
     ) -> Iterator[Part]:
-        kind = "reasoning" if part.get("thought") else "message"
+        kind: BlockKind = "reasoning" if part.get("thought") else "message"
         text = as_str(part.get("text"))
         if not text and self.block is not None:
             kind = self.block.kind  # a bare thoughtSignature (stream end) joins the open block
@@ -267,7 +269,7 @@ class Generate:
             yield TextDelta(block.key, text)
         yield from self.cite(block, supports, grounding, base)
 
-    def open_block(self, kind: str) -> Iterator[Part]:
+    def open_block(self, kind: BlockKind) -> Iterator[Part]:
         self.block = _TextBlock(f"b{self.blocks}", kind)
         self.blocks += 1
         if kind == "message" and not self.stream:
@@ -431,7 +433,8 @@ class Generate:
             yield Citation(block.key, url, start=start, end=end, unit="utf8")
 
 
-_PART_HANDLERS: dict[str, Callable[..., Iterator[Part]]] = {
+_PartHandler = Callable[[Generate, dict[str, Any], Any, dict[str, Any]], Iterator[Part]]
+_PART_HANDLERS: dict[str, _PartHandler] = {
     "text": Generate.text_part,
     "functionCall": Generate.function_call,
     "executableCode": Generate.executable_code,

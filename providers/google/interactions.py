@@ -85,11 +85,13 @@ from providers.google.common import (
 )
 from providers.protocol import WireContext
 from providers.values import as_dict, as_int, as_list, as_str, int_counters
-from providers.wire import DONE, MalformedInput, Row
+from providers.wire import DONE, Row
+from streams.errors import MalformedInput
 from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
+    BlockKind,
     BlockStart,
     Citation,
     Part,
@@ -282,7 +284,7 @@ class Interactions:
                 payload=self.payload(ITEM, delta if delta.get("type") else {"type": kind, **delta}),
             )
 
-    def open(self, step: _Step, kind: str) -> Iterator[Part]:
+    def open(self, step: _Step, kind: BlockKind) -> Iterator[Part]:
         if not step.block:
             step.block = True
             yield BlockStart(step.key, kind)

@@ -26,7 +26,8 @@ from providers.openai.common import API_VERSION, ERROR, PROVIDER, check_error
 from providers.openai.responses import Responses
 from providers.protocol import BodyParser, ResponseParser, WireContext, parse_rows
 from providers.values import as_str
-from providers.wire import MalformedInput, Row, WireInput, WireKind
+from providers.wire import Row, WireInput, WireKind
+from streams.errors import MalformedInput
 from streams.parts import Part
 
 FORMATS = (items.ITEM, items.ANNOTATION, ERROR, *chat.FORMATS)

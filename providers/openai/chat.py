@@ -29,8 +29,9 @@ from providers.openai.common import (
     tool_version,
 )
 from providers.protocol import WireContext
-from providers.values import as_int, as_str
-from providers.wire import DONE, MalformedInput, Row
+from providers.values import as_dict, as_int, as_str
+from providers.wire import DONE, Row
+from streams.errors import MalformedInput
 from streams.parts import (
     BlockEnd,
     BlockStart,
@@ -359,7 +360,7 @@ def _chat_tool_call(call: dict[str, Any], payload: Payload) -> ToolCall:
         return ToolCall(
             as_str(call.get("id")), as_str(custom.get("name")), custom.get("input"), payload
         )
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = as_dict(call.get("function"))
     return ToolCall(
         call_id=as_str(call.get("id")),
         name=as_str(function.get("name")),

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from providers.values import as_int, as_str
-from providers.wire import MalformedInput
+from streams.errors import MalformedInput
 
 PROVIDER = "openai"
 API_VERSION = "v1"

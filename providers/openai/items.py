@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from providers.openai.common import char_range
-from providers.values import as_str, count
+from providers.values import as_dict, as_str, count
 from streams.parts import Citation, Payload
 
 ITEM = "openai.responses.output_item"  # a Responses output item, verbatim or as streamed so far
@@ -68,7 +68,7 @@ def _web_search_input(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _web_search_result(item: dict[str, Any]) -> tuple[str, tuple[dict[str, str], ...]]:
-    action = item.get("action") if isinstance(item.get("action"), dict) else {}
+    action = as_dict(item.get("action"))
     kind = action.get("type")
     if kind == "open_page":
         return "page opened", ()
@@ -118,7 +118,9 @@ def _code_result(item: dict[str, Any]) -> tuple[str, tuple[dict[str, str], ...]]
     return (count(len(outputs), "output") if outputs else "no output"), ()
 
 
-DESCRIBE: dict[str, tuple[Callable[[dict], dict], Callable[[dict], tuple]]] = {
+_Input = Callable[[dict[str, Any]], dict[str, Any]]
+_Result = Callable[[dict[str, Any]], tuple[str, tuple[dict[str, str], ...]]]
+DESCRIBE: dict[str, tuple[_Input, _Result]] = {
     "web_search_call": (_web_search_input, _web_search_result),
     "file_search_call": (_file_search_input, _file_search_result),
     "code_interpreter_call": (_code_input, _code_result),

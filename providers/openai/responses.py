@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from providers.openai.common import (
     ERROR,
@@ -61,12 +61,14 @@ from providers.openai.items import (
     artifact_summary,
 )
 from providers.protocol import WireContext
-from providers.values import as_int, as_str
-from providers.wire import DONE, MalformedInput, Row
+from providers.values import as_dict, as_int, as_str
+from providers.wire import DONE, Row
+from streams.errors import MalformedInput
 from streams.parts import (
     Activity,
     Artifact,
     BlockEnd,
+    BlockKind,
     BlockStart,
     Part,
     Payload,
@@ -220,8 +222,8 @@ class Responses:
     def _on_error(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         yield from self._begin({})
         # Documented shape: code/message at the top level; recorded streams nest an `error`.
-        error = data.get("error") if isinstance(data.get("error"), dict) else data
-        yield from self._error(error, data)
+        nested = data.get("error")
+        yield from self._error(nested if isinstance(nested, dict) else data, data)
 
     def _error(self, error: dict[str, Any], value: dict[str, Any]) -> Iterator[Part]:
         if self.errored:
@@ -234,7 +236,7 @@ class Responses:
         status = response.get("status")
         if status == "failed":
             yield from self._pending_activities()
-            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            error = as_dict(response.get("error"))
             yield from self._error(error, error)
             yield from self._usage(response)
             yield from self._end("error")
@@ -293,7 +295,8 @@ class Responses:
         return state
 
     def _find(self, data: dict[str, Any], line: int) -> _Item:
-        key = as_str(data.get("item_id")) or self.by_index.get(data.get("output_index"), "")
+        index: Any = data.get("output_index")  # looked up as sent: by_index holds int keys
+        key = as_str(data.get("item_id")) or self.by_index.get(index, "")
         state = self.items.get(key)
         if state is None:
             raise MalformedInput(
@@ -336,7 +339,7 @@ class Responses:
     # -- text blocks -----------------------------------------------------------------------
 
     def _open_block(
-        self, state: _Item, kind: Literal["message", "reasoning"]
+        self, state: _Item, kind: BlockKind
     ) -> tuple[Part, ...]:
         if state.block_open:
             return ()
@@ -375,7 +378,7 @@ class Responses:
     def _on_content_part_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         state = self._find(data, line)
         yield from self._open_block(state, "message")
-        part = data.get("part") if isinstance(data.get("part"), dict) else {}
+        part = as_dict(data.get("part"))
         if part.get("type") == "refusal":
             self.refusal = True
         index = as_int(data.get("content_index")) or 0
@@ -422,7 +425,7 @@ class Responses:
     def _on_summary_part_added(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         state = self._find(data, line)
         yield from self._open_block(state, "reasoning")
-        part = data.get("part") if isinstance(data.get("part"), dict) else {}
+        part = as_dict(data.get("part"))
         index = as_int(data.get("summary_index")) or 0
         yield from self._append(state, ("summary", index), as_str(part.get("text")))
 
@@ -495,7 +498,7 @@ class Responses:
                 state.key, name, "completed", activity_input, summary, sources, payload=payload
             )
         elif status == "failed":
-            error = item.get("error") if isinstance(item.get("error"), dict) else {}
+            error = as_dict(item.get("error"))
             code = as_str(error.get("code")) or "failed"
             yield Activity(
                 state.key, name, "failed", activity_input, code, error_code=code, payload=payload
