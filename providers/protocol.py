@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol
 
 from providers.wire import DONE, Row, WireInput, WireKind
@@ -68,10 +69,11 @@ class Response:
     """One response's rows through the parser its first row picks.
 
     ``[DONE]`` rows before the first real one are held and given to that parser first, in
-    order; a response of nothing but ``[DONE]`` (or nothing at all) has no parts.
+    order; a response of nothing but ``[DONE]`` (or nothing at all) has no parts. Once the
+    parser is picked, ``feed`` is that parser's own ``feed``: rows cost no extra call.
     """
 
-    __slots__ = ("_context", "_held", "_kind", "_parser", "_parser_for")
+    __slots__ = ("_context", "_held", "_kind", "_parser", "_parser_for", "feed")
 
     def __init__(self, parser: ParserFactory, context: WireContext, kind: WireKind) -> None:
         self._parser_for = parser
@@ -79,15 +81,14 @@ class Response:
         self._kind: WireKind = kind
         self._parser: ResponseParser | None = None
         self._held: list[Row] = []
+        self.feed: Callable[[Row], Iterable[Part]] = self._first
 
-    def feed(self, row: Row) -> Iterable[Part]:
-        parser = self._parser
-        if parser is not None:
-            return parser.feed(row)
+    def _first(self, row: Row) -> Iterable[Part]:
         if row[1] is DONE:
             self._held.append(row)
             return ()
         parser = self._parser = self._parser_for(self._context, self._kind, row)
+        self.feed = parser.feed
         if not self._held:
             return parser.feed(row)
         rows, self._held = [*self._held, row], []
@@ -98,9 +99,15 @@ class Response:
 
 
 def parse_rows(parser: ParserFactory, wire: WireInput, context: WireContext) -> Iterator[Part]:
-    """A whole response: every row through the parser ``parser`` picks, then the end."""
+    """A whole response: every row through the parser ``parser`` picks, then the end.
+
+    Nothing is read before the first part is asked for. The parts of each row are chained
+    without passing through a Python frame each (most of a stream's parts are text deltas)."""
     response = Response(parser, context, wire.kind)
-    feed = response.feed
-    for row in wire.rows:
-        yield from feed(row)
-    yield from response.close()
+
+    def frames() -> Iterator[Iterable[Part]]:
+        for row in wire.rows:
+            yield response.feed(row)
+        yield response.close()
+
+    return chain.from_iterable(frames())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,18 +128,6 @@ class EventBuilder:
 
     def feed(self, part: parts.Part) -> list[EventRecord]:
         """Consume one part; return the events it completes (often none)."""
-        if type(part) is _TextDelta:  # the bulk of every stream: append to the open block
-            block = self._blocks.get(part.key)  # type: ignore[union-attr]
-            if block is None:
-                return self._text_delta(part)  # type: ignore[arg-type]
-            block.chunks.append(part.text)  # type: ignore[union-attr]
-            return []
-        if type(part) is _Citation:
-            block = self._blocks.get(part.key)  # type: ignore[union-attr]
-            if block is None:
-                return self._citation(part)  # type: ignore[arg-type]
-            block.citations.append(part)  # type: ignore[arg-type]
-            return []
         handler = _HANDLERS.get(type(part))
         if handler is None:
             raise TypeError(f"not a stream part: {type(part).__name__}")
@@ -268,8 +257,9 @@ class EventBuilder:
         # One Offsets per block: its text is encoded once for all of the block's ranges (made
         # only when a citation has a range; most have none).
         offsets: ranges.Offsets | None = None
-        attributions = []
+        attributions: list[AttributionRecord] = []
         append = attributions.append
+        span: tuple[int | None, int | None] | None
         for citation in citations:
             start, end = citation.start, citation.end
             if start is None and end is None:
@@ -298,11 +288,10 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-_NO_SPAN = (None, None)
+_NO_SPAN: tuple[int | None, int | None] = (None, None)
 _REDACTED, _NOT_REDACTED = ReasoningBody(True), ReasoningBody(False)
-_TextDelta = parts.TextDelta
-_Citation = parts.Citation
-_HANDLERS = {
+_Handler = Callable[[EventBuilder, Any], list[EventRecord]]
+_HANDLERS: dict[type, _Handler] = {
     parts.ResponseStart: EventBuilder._response_start,
     parts.BlockStart: EventBuilder._block_start,
     parts.TextDelta: EventBuilder._text_delta,

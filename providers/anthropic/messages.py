@@ -97,7 +97,7 @@ class _Open:
 
     __slots__ = (
         "block", "citations", "deltas", "json", "key", "line", "on_delta", "signature", "text",
-        "type",
+        "text_delta", "text_field", "type",
     )
 
     def __init__(self, key: str, block: dict[str, Any], line: int) -> None:
@@ -110,7 +110,12 @@ class _Open:
         self.json: list[str] = []
         self.deltas: list[Any] = []
         self.type: str = block["type"]  # a string: checked at content_block_start
-        self.on_delta = _DELTAS.get(self.type, {})  # delta type -> handler, for this block
+        # The delta that streams this block's text ("text_delta" with its "text", or
+        # "thinking_delta" with its "thinking"; None for other blocks), and any other delta
+        # this block's type understands: delta type -> handler.
+        self.text_delta: str | None
+        self.text_delta, self.text_field = _TEXT_DELTAS.get(self.type, (None, ""))
+        self.on_delta = _DELTAS.get(self.type, {})
 
 
 # Handlers return a tuple, not a generator: one runs for almost every event of a stream, and a
@@ -207,6 +212,9 @@ class _Stream:
         state = self._state(event, line)
         delta = event.get("delta")
         kind = delta.get("type") if isinstance(delta, dict) else None
+        if kind is not None and kind == state.text_delta:  # the bulk of a stream
+            text = delta.get(state.text_field)  # type: ignore[union-attr]
+            return self._text(state, text if isinstance(text, str) else "")
         handler = state.on_delta.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             return handler(self, state, delta)  # type: ignore[arg-type]
@@ -257,12 +265,6 @@ class _Stream:
     def _text(state: _Open, text: str) -> _Parts:
         state.text.append(text)
         return (TextDelta(state.key, text),) if text else ()
-
-    def _text_delta(self, state: _Open, delta: dict[str, Any]) -> _Parts:
-        return self._text(state, as_str(delta.get("text")))
-
-    def _thinking_delta(self, state: _Open, delta: dict[str, Any]) -> _Parts:
-        return self._text(state, as_str(delta.get("thinking")))
 
     def _signature_delta(self, state: _Open, delta: dict[str, Any]) -> _Parts:
         state.signature.append(as_str(delta.get("signature")))
@@ -345,14 +347,16 @@ _EVENTS: dict[str, _Event] = {
     "error": _Stream._error_event,
 }
 
+_TEXT_DELTAS: dict[str, tuple[str | None, str]] = {
+    "text": ("text_delta", "text"),
+    "thinking": ("thinking_delta", "thinking"),
+}
 _Delta = Callable[[_Stream, _Open, dict[str, Any]], _Parts]
-# Block type -> delta type -> handler; any other delta on a known block is kept whole.
+# Block type -> delta type -> handler, besides its text delta; any other delta on a known
+# block is kept whole.
 _DELTAS: dict[str, dict[str, _Delta]] = {
-    "text": {"text_delta": _Stream._text_delta, "citations_delta": _Stream._citations_delta},
-    "thinking": {
-        "thinking_delta": _Stream._thinking_delta,
-        "signature_delta": _Stream._signature_delta,
-    },
+    "text": {"citations_delta": _Stream._citations_delta},
+    "thinking": {"signature_delta": _Stream._signature_delta},
     "tool_use": {"input_json_delta": _Stream._json_delta},
     "server_tool_use": {"input_json_delta": _Stream._json_delta},
 }
