@@ -1,6 +1,10 @@
 """OpenAI Responses API: stream events (``type: "response.*"``, ``error``) and Response bodies
 (``object: "response"``).
 
+Why one module of ~560 lines: the ``Responses`` reader is one object whose state (items, their
+text parts, the response lifecycle) every event handler shares; what reads an item whole (its
+annotations, a hosted call's input and result, stored payloads) is in ``items``.
+
 Mapping:
 
 * ``message`` item -> ONE ``message`` block keyed by the item id. Its content parts
