@@ -1,6 +1,7 @@
 """Ingest throughput over every recorded provider fixture, against a JSON-parsing floor.
 
     uv run python -m bench.ingest [--repeat N] [--runs N] [--profile assemble|persist]
+                                  [--provider anthropic|openai|google]
 
 Prints stream parts per second for (1) adapters + assembler and (2) the same plus SQLite
 persistence, each as a ratio to the floor: only JSON-parsing the same event lines, measured in
@@ -39,9 +40,9 @@ from streams.builder import EventBuilder  # noqa: E402
 from tests.support import PROVIDER_FIXTURES, recorded  # noqa: E402
 
 
-def load_responses() -> list[tuple[str, ResponseFile, list[bytes]]]:
+def load_responses(only: str | None = None) -> list[tuple[str, ResponseFile, list[bytes]]]:
     out = []
-    for provider in ("anthropic", "openai", "google"):
+    for provider in (only,) if only else ("anthropic", "openai", "google"):
         for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
             for i, rec in enumerate(recorded(provider, path.name)):
                 context = rec.context
@@ -76,10 +77,14 @@ def main() -> None:
         "--profile", choices=("assemble", "persist"),
         help="instead of timing, run one path under cProfile and print where its time goes",
     )
+    parser.add_argument(
+        "--provider", choices=sorted(providers.ADAPTERS),
+        help="only this provider's fixtures (to time one adapter's path)",
+    )
     args = parser.parse_args()
     if not PROVIDER_FIXTURES.exists():
         sys.exit(f"{PROVIDER_FIXTURES} is absent: the benchmark reads ../shared in place")
-    responses = load_responses()
+    responses = load_responses(args.provider)
     call_command("migrate", verbosity=0)
 
     def floor() -> None:
