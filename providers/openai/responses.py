@@ -153,8 +153,6 @@ class Responses:
         self.by_index: dict[int, str] = {}
         self.client_tool_call = False
         self.refusal = False
-        # The content part the last text delta went to: (item id, content index, item, part).
-        self._last_text: tuple[str, Any, _Item, _TextPart] | None = None
 
     # -- framing ---------------------------------------------------------------------------
 
@@ -367,16 +365,11 @@ class Responses:
 
     def _append(self, state: _Item, part_key: tuple[str, int], text: str) -> _Parts:
         part, separator = self._part(state, part_key)
-        appended = self._append_to(state, part, text)
-        return (*separator, *appended) if separator else appended
-
-    @staticmethod
-    def _append_to(state: _Item, part: _TextPart, text: str) -> _Parts:
         if not text:
-            return ()
+            return separator
         part.chunks.append(text)
         state.length += len(text)
-        return (TextDelta(state.key, text),)
+        return (*separator, TextDelta(state.key, text))
 
     def _fill(self, state: _Item, part_key: tuple[str, int], final: str) -> _Parts:
         """Emit whatever of a part's final text the deltas did not deliver."""
@@ -396,28 +389,14 @@ class Responses:
         yield from self._append(state, ("content", index), as_str(part.get("text")))
 
     def _on_text_delta(self, data: dict[str, Any], line: int) -> _Parts:
-        """More text for a content part of a message: the bulk of a stream, so the part the
-        last delta went to is remembered by its item id and content index (items and their
-        parts, once made, are never replaced)."""
-        if data["type"] == "response.refusal.delta":
-            self.refusal = True
-        item_id, index, delta = data.get("item_id"), data.get("content_index"), data.get("delta")
-        last = self._last_text
-        if (
-            last is not None
-            and last[0] == item_id
-            and last[1] == index
-            and type(last[1]) is type(index)  # 1 == True == 1.0, but only 1 is a content index
-            and isinstance(delta, str)
-        ):
-            return self._append_to(last[2], last[3], delta)
+        # The bulk of a stream: a tuple, not a generator (cheaper to make and to consume).
         state = self._find(data, line)
         delta = require(data, "delta", str, line, data["type"])
+        if data["type"] == "response.refusal.delta":
+            self.refusal = True
         opened = self._open_block(state, "message")
-        part, separator = self._part(state, ("content", as_int(index) or 0))
-        if isinstance(item_id, str) and item_id:
-            self._last_text = (item_id, index, state, part)
-        return (*opened, *separator, *self._append_to(state, part, delta))
+        appended = self._append(state, ("content", as_int(data.get("content_index")) or 0), delta)
+        return (*opened, *appended) if opened else appended
 
     def _on_annotation(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         state = self._find(data, line)
