@@ -44,6 +44,12 @@ def _recordings() -> list[tuple[str, str, Recorded]]:
 
 RECORDINGS = _recordings()
 IDS = [name for _, name, _ in RECORDINGS]
+# The bundled samples run in the fast tier; the shared corpus is slow.
+_SLOW = pytest.mark.slow
+CASES = [
+    pytest.param(*case, id=case[1], marks=() if case[1].startswith("samples/") else _SLOW)
+    for case in RECORDINGS
+]
 
 
 def test_the_shared_fixtures_are_here() -> None:
@@ -90,7 +96,7 @@ def cuts(draw: st.DrawFn, raw: bytes) -> list[int]:
     return draw(st.lists(choice, max_size=40))
 
 
-@pytest.mark.parametrize(("provider", "name", "rec"), RECORDINGS, ids=IDS)
+@pytest.mark.parametrize(("provider", "name", "rec"), CASES)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_split_gives_the_parts_parse_gives(
@@ -102,13 +108,14 @@ def test_any_split_gives_the_parts_parse_gives(
     assert pushed(provider, split(raw, data.draw(cuts(raw), "cuts")), rec.context) == expected
 
 
-@pytest.mark.parametrize(("provider", "name", "rec"), RECORDINGS, ids=IDS)
+@pytest.mark.parametrize(("provider", "name", "rec"), CASES)
 def test_one_byte_at_a_time(provider: str, name: str, rec: Recorded) -> None:
     raw = crlf(rec.raw)
     chunks = [raw[i : i + 1] for i in range(len(raw))]
     assert pushed(provider, chunks, rec.context) == whole(provider, rec.raw, rec.context)
 
 
+@pytest.mark.slow
 def test_crlf_reads_as_lf() -> None:
     for provider, _, rec in RECORDINGS:
         assert whole(provider, crlf(rec.raw), rec.context) == whole(provider, rec.raw, rec.context)
@@ -190,6 +197,7 @@ def test_an_adapter_error_is_raised_by_the_next_call() -> None:
         parser.close()
 
 
+@pytest.mark.slow
 def test_a_long_stream_is_never_held_whole() -> None:
     """700,000 pings (16 MB) in 64 KiB chunks: only the current event is held, so what the
     parser holds does not grow while the stream goes on (traced over its last 100,000 pings:
