@@ -189,6 +189,21 @@ def finish_turn(
         cursor.execute(tables.finish_sql[bool(responses)], [*params, tables.uuid(turn.pk)])
 
 
+def resume_turn(turn: Turn) -> None:
+    """A finished agent turn streams again: a later request continues it (the recording proxy's
+    ``pause_turn`` continuation or tool-result round). Compare-and-set: a turn that is streaming
+    already (another request continues it) is refused."""
+    if turn.role != Turn.Role.AGENT:
+        raise ValueError("only an agent turn can be continued")
+    updated = Turn.objects.filter(pk=turn.pk).exclude(status=Turn.Status.STREAMING).update(
+        status=Turn.Status.STREAMING, end_reason="", completed_at=None
+    )
+    if not updated:
+        raise ValueError(f"turn {turn.pk} is streaming already: it cannot be continued twice")
+    turn.status, turn.end_reason, turn.completed_at = Turn.Status.STREAMING, "", None
+    Conversation.objects.filter(pk=turn.conversation_id).update(updated_at=timezone.now())
+
+
 COPY_BATCH = 2000  # events copied per round trip; keeps memory flat for long conversations
 
 

@@ -18,6 +18,11 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
 
 A stream that ends without its terminal event leaves the turn interrupted: the builder commits
 the partial text of open blocks as incomplete events with their citations marked incomplete.
+
+A response is a plain iterable of parts (a recording: paced, at ``speed``) or an async iterable
+(parts parsed while the bytes arrive from the network: unpaced, the network sets the pace, and
+due flushes go out while the next part is awaited). A turn continued by a later request (the
+recording proxy's ``pause_turn`` and tool-result rounds) is resumed rather than opened.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -68,12 +73,16 @@ async def _cache(fn: Any, *args: Any) -> None:
 
 def _open_turns(
     conversation: Conversation,
-    prompt: str,
+    prompt: str | Sequence[EventRecord],
     recording: tuple[str, list[sources.WireResponse]] | None,
 ) -> list[tuple[Turn, list[Event]]]:
-    """The user turn holding ``prompt`` (when given) and the streaming agent turn after it, with
-    the recording behind the agent turn: one transaction. Each turn comes with its events."""
-    specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
+    """The user turn holding ``prompt`` (when given: a text, or the user turn's events) and the
+    streaming agent turn after it, with the recording behind the agent turn: one transaction.
+    Each turn comes with its events."""
+    if isinstance(prompt, str):
+        specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
+    else:
+        specs = [store.NewTurn(Turn.Role.USER, redaction.redact_records(prompt))] if prompt else []
     specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
@@ -84,6 +93,19 @@ def _open_turns(
                 responses=orjson.dumps([r.as_dict() for r in responses]).decode(),
             )
     return opened
+
+
+def _resume_turn(
+    turn: Turn, before: Sequence[EventRecord]
+) -> tuple[list[Event], list[Iterable[parts.Part]]]:
+    """Mark the finished agent ``turn`` streaming again and append ``before`` to it, in one
+    transaction; returns those events and the part stream that rebuilds what it held."""
+    [stored] = sources.event_responses(turn)
+    stored_parts = list(stored)  # read here, in the database thread
+    with transaction.atomic():
+        store.resume_turn(turn)
+        events = store.append_events(turn, redaction.redact_records(before))
+    return events, [stored_parts]
 
 
 def _write(
@@ -107,6 +129,7 @@ def _write(
 
 
 _open_turns_db = _db(_open_turns)
+_resume_turn_db = _db(_resume_turn)
 _write_db = _db(_write)
 
 
@@ -150,6 +173,28 @@ def _opened_messages(
     return out
 
 
+async def _steps(
+    steps: Iterable[tuple[parts.Part | None, list[EventRecord]]],
+) -> AsyncIterator[tuple[parts.Part | None, list[EventRecord]]]:
+    """A recording's steps (``TurnStream.response``) under the same ``async for`` as a network
+    source's (``TurnStream.aresponse``): one loop drives both."""
+    for step in steps:
+        yield step
+
+
+async def _next(iterator: AsyncIterator[parts.Part]) -> tuple[bool, parts.Part | None]:
+    """The next part, or ``(False, None)`` at the end (a StopAsyncIteration cannot be carried
+    by the task that awaits it on time)."""
+    try:
+        return True, await anext(iterator)
+    except StopAsyncIteration:
+        return False, None
+
+
+def _last_seq(conversation: Conversation) -> int:
+    return Conversation.objects.values_list("next_seq", flat=True).get(pk=conversation.pk) - 1
+
+
 class TurnRunner:
     """Drive one agent turn of ``conversation`` from a part source."""
 
@@ -190,28 +235,38 @@ class TurnRunner:
 
     async def run(
         self,
-        responses: list[Iterable[parts.Part]],
+        responses: Sequence[Iterable[parts.Part] | AsyncIterable[parts.Part]],
         *,
         recording: tuple[str, list[sources.WireResponse]] | None = None,
-        prompt: str = "",
+        prompt: str | Sequence[EventRecord] = "",
+        resume: Turn | None = None,
+        before: Sequence[EventRecord] = (),
     ) -> Turn:
         """Stream ``responses`` as a new agent turn (after a user turn holding ``prompt``, when
-        given)."""
+        given), or as the continuation of the agent turn ``resume`` (``before``: events that
+        come ahead of its next response, e.g. the results of a tool round)."""
         loop = asyncio.get_running_loop()
         self._due = loop.time()
-        await self._start(prompt, recording)
+        if resume is not None:
+            await self._resume(resume, before)
+        else:
+            await self._start(prompt, recording)
         beat = asyncio.create_task(self._heartbeat())
         stream = self.stream
         try:
             for response in responses:
                 if stream.done:  # cut or failed: nothing continues it
                     break
-                for part, records in stream.response(response):
+                paced = not isinstance(response, AsyncIterable)
+                steps = (_steps(stream.response(response)) if paced
+                         else stream.aresponse(self._on_time(response)))
+                async for part, records in steps:
                     if part is None:  # the response ended
                         await self._flush()
                         await self._commit(records, closes_tail=True)
                     else:
-                        await self._wait(sources.pace(part))
+                        if paced:
+                            await self._wait(sources.pace(part))
                         await self._handle(part, records)
             await self._finish(stream.outcome.status, stream.outcome.end_reason)
         except asyncio.CancelledError:
@@ -224,7 +279,9 @@ class TurnRunner:
     # -- steps -------------------------------------------------------------------------------
 
     async def _start(
-        self, prompt: str, recording: tuple[str, list[sources.WireResponse]] | None
+        self,
+        prompt: str | Sequence[EventRecord],
+        recording: tuple[str, list[sources.WireResponse]] | None,
     ) -> None:
         opened = await _open_turns_db(self.conversation, prompt, recording)
         self.turn = opened[-1][0]
@@ -233,6 +290,44 @@ class TurnRunner:
         await _cache(streaming.beat, self.turn.pk, self._beat_info())
         await publish.publish_all(self.conversation.pk,
                                   _opened_messages(opened, self.last_seq), self.layer)
+
+    async def _resume(self, turn: Turn, before: Sequence[EventRecord]) -> None:
+        events, stored = await _resume_turn_db(turn, before)
+        self.turn = turn
+        self.stream.resume(stored[0], turn.responses_list)
+        self._provenance_done = bool(turn.provider)  # recorded once, by the first response
+        self.last_seq = events[-1].seq if events else await _db(_last_seq)(self.conversation)
+        await _cache(streaming.write_tail, turn.pk, self._tail_doc())
+        await _cache(streaming.beat, turn.pk, self._beat_info())
+        out = [_turn_message(turn, self.last_seq - len(events))]
+        if events:
+            out.append(_events_message(turn, [_event_brief(e) for e in events]))
+        await publish.publish_all(self.conversation.pk, out, self.layer)
+
+    async def _on_time(self, source: AsyncIterable[parts.Part]) -> AsyncIterator[parts.Part]:
+        """The parts of a network source as they arrive; a flush that falls due while the next
+        part is awaited goes out on time (the text streamed so far reaches the viewers)."""
+        iterator = aiter(source)
+        loop = asyncio.get_running_loop()
+        while True:
+            if self.flush_at is None:
+                more, part = await _next(iterator)
+            else:
+                pending = asyncio.ensure_future(_next(iterator))
+                try:
+                    while not pending.done():
+                        delay = None if self.flush_at is None else self.flush_at - loop.time()
+                        if delay is not None and delay <= 0:
+                            await self._flush()
+                            continue
+                        await asyncio.wait({pending}, timeout=delay)
+                except BaseException:
+                    pending.cancel()
+                    raise
+                more, part = pending.result()
+            if not more:
+                return
+            yield part
 
     async def _wait(self, seconds: float) -> None:
         """Advance the paced clock by ``seconds / speed``, flushing deltas on time meanwhile."""

@@ -10,15 +10,18 @@ them, for every way a turn comes in (ingest, the live runner, the recording prox
   whole, nothing is written), ``"cut"`` ends the response where the readable part ends (a live
   stream keeps what it received, and the turn ends interrupted).
 
-Callers drive it push-style (``begin`` / ``feed`` / ``end``) when parts arrive from the network,
-or hand it iterables of parts with ``response`` (one response) and ``assemble`` (a whole turn).
+Callers drive it push-style (``begin`` / ``feed`` / ``end``), or hand it the parts of one
+response as an iterable (``response``: a recording) or an async iterable (``aresponse``: parts
+parsed while the bytes arrive from the network), or a whole turn (``assemble``). A turn that
+continues in a later request (the recording proxy gets the ``pause_turn`` continuation as a new
+HTTP request) is ``resume``d from what was stored of it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Literal
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, Literal
 
 from streams import parts
 from streams.builder import EventBuilder, EventRecord, TurnOutcome
@@ -94,6 +97,16 @@ class TurnStream:
         log.warning("stream stopped: %s", exc)
         return self.end()
 
+    def resume(self, stored: Iterable[parts.Part], responses: Sequence[dict[str, Any]]) -> None:
+        """Pick up a turn whose earlier responses are already stored, so that the next response
+        continues it (trigger, activities left open, provenance): ``stored`` rebuilds them (the
+        events it completes are stored already and are dropped), ``responses`` is the turn's
+        stored bookkeeping, which the rebuilt one is replaced with."""
+        for _ in self.response(stored, name="stored turn"):
+            pass
+        self.builder.responses = [dict(r) for r in responses] or self.builder.responses
+        self.builder.usage.clear()  # diagnostics of this run's responses only
+
     # -- iterables of parts ------------------------------------------------------------------
 
     def response(
@@ -109,18 +122,32 @@ class TurnStream:
         try:
             for part in source:
                 yield part, self.feed(part)
-        except MalformedInput as exc:
-            yield None, self.unreadable(_named(exc, name))
-            return
-        except UnicodeDecodeError as exc:
-            yield None, self.unreadable(
-                MalformedInput(f"not UTF-8 text ({exc.reason})", source=name)
-            )
-            return
-        except (ValueError, TypeError) as exc:  # a part the builder cannot place
-            yield None, self.unreadable(exc)
+        except (ValueError, TypeError) as exc:
+            yield None, self._rest_unreadable(exc, name)
             return
         yield None, self.end()
+
+    async def aresponse(
+        self, source: AsyncIterable[parts.Part], *, name: str = ""
+    ) -> AsyncIterator[tuple[parts.Part | None, list[EventRecord]]]:
+        """``response`` for parts that arrive asynchronously (parsed as the bytes come in)."""
+        self.begin()
+        try:
+            async for part in source:
+                yield part, self.feed(part)
+        except (ValueError, TypeError) as exc:
+            yield None, self._rest_unreadable(exc, name)
+            return
+        yield None, self.end()
+
+    def _rest_unreadable(self, exc: ValueError | TypeError, name: str) -> list[EventRecord]:
+        if isinstance(exc, MalformedInput):
+            return self.unreadable(_named(exc, name))
+        if isinstance(exc, UnicodeDecodeError):
+            return self.unreadable(
+                MalformedInput(f"not UTF-8 text ({exc.reason})", source=name)
+            )
+        return self.unreadable(exc)  # a part the builder cannot place
 
 
 def assemble(
