@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "conversations",
     "api",
     "live",
+    "proxy",
 ]
 
 MIDDLEWARE = [
@@ -209,6 +210,21 @@ SPECTACULAR_SETTINGS = {
 # Size limits for untrusted input.
 TURNSCOPE_MAX_UPLOAD_BYTES = int(os.environ.get("TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
+
+# The providers' APIs the recording proxy forwards to (and live calls send to).
+TURNSCOPE_UPSTREAM = {
+    "anthropic": os.environ.get("TURNSCOPE_UPSTREAM_ANTHROPIC", "https://api.anthropic.com"),
+    "openai": os.environ.get("TURNSCOPE_UPSTREAM_OPENAI", "https://api.openai.com"),
+    "google": os.environ.get("TURNSCOPE_UPSTREAM_GOOGLE",
+                             "https://generativelanguage.googleapis.com"),
+}
+TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT = float(
+    os.environ.get("TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT", 10))
+# Per read: a stream may be silent for minutes while the model thinks.
+TURNSCOPE_UPSTREAM_READ_TIMEOUT = float(os.environ.get("TURNSCOPE_UPSTREAM_READ_TIMEOUT", 600))
+# A proxied request body larger than this is refused (413) and not forwarded.
+TURNSCOPE_PROXY_MAX_BODY_BYTES = int(
+    os.environ.get("TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
 
 LOGGING = {
     "version": 1,
