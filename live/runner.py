@@ -521,6 +521,37 @@ class TurnRunner:
             await _cache(streaming.beat, self.turn.pk, self._beat_info())
 
 
+def _fail(turn: Turn, code: str, message: str) -> list[Event]:
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if locked.status != Turn.Status.STREAMING:
+            return []  # it ended already: what it holds stands
+        error = {"code": code, "message": message}
+        events = store.append_events(locked, [EventRecord("error", body={"error": error})])
+        store.finish_turn(locked, status=Turn.Status.FAILED, end_reason="error")
+    turn.status, turn.end_reason = locked.status, locked.end_reason
+    return events
+
+
+async def record_failure(turn: Turn, code: str, message: str, layer: Any = None) -> None:
+    """A turn whose recording broke off (not the provider's doing): an ``error`` event saying
+    so and the turn failed, published; what streamed so far stays. A turn that had ended
+    already is left as it is."""
+    try:
+        events = await _db(_fail)(turn, code, message)
+    except Exception:
+        log.error("turn %s: could not mark the failure", turn.pk, exc_info=True)
+        return
+    if not events:
+        return
+    await _cache(streaming.drop_tail, turn.pk)
+    await _cache(streaming.stop_beating, turn.pk)
+    await publish.publish_all(turn.conversation_id, [
+        _events_message(turn, [_event_brief(e) for e in events]),
+        _turn_message(turn, events[-1].seq),
+    ], layer)
+
+
 # -- higher-level helpers -------------------------------------------------------------------
 
 

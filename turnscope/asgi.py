@@ -1,4 +1,6 @@
-"""ASGI entry point: HTTP through Django, websockets through the live app's router."""
+"""ASGI entry point: HTTP through Django, websockets through the live app's router, and the
+recording proxy (``/proxy/``) as a plain ASGI app ahead of Django (see ``proxy.app``: exact
+headers and next to no added latency)."""
 
 import gc
 import os
@@ -15,12 +17,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from live import transport  # noqa: E402
 from live.middleware import WebsocketSession  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
+from proxy.app import routed  # noqa: E402
 
 transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": routed(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             WebsocketSession(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

@@ -1,0 +1,291 @@
+"""The recording proxy's ASGI app: ``/proxy/<provider>/…`` and ``/proxy/t/<token>/<provider>/…``.
+
+It is routed ahead of Django (``turnscope.asgi``), on the daphne the app already runs: Django's
+middleware would add headers of its own (CSP, X-Frame-Options, cookies), refuse a POST without a
+CSRF token and put a request/response cycle in front of every byte; a plain ASGI app controls the
+response headers exactly and adds next to no latency.
+
+For each request:
+
+1. The Turnscope token (``X-Turnscope-Token`` or the path form) names the user; missing or wrong:
+   401 in the provider's error shape, nothing forwarded. ``X-Turnscope-Conversation`` must name
+   one of that user's conversations (else 404, nothing forwarded). A body over
+   ``TURNSCOPE_PROXY_MAX_BODY_BYTES``: 413, nothing forwarded.
+2. The request goes to the provider (``upstream.client``) with every header the app sent but the
+   hop-by-hop ones, ``Host`` and Turnscope's own (``X-Turnscope-*``). The provider credentials
+   (``x-api-key``, ``Authorization``, ``x-goog-api-key``, ``?key=``) pass through and are kept
+   nowhere: not in a recording, not in a log line. ``Accept-Encoding`` is narrowed to what the
+   recorder can decode (gzip, deflate, identity).
+3. The app gets the provider's status, headers (less hop-by-hop) and body bytes exactly, each
+   chunk as it arrives: the raw bytes, never decoded or re-encoded, so a gzip-encoded response
+   reaches the app gzip-encoded, byte for byte (the recorder decodes its own copy).
+4. A recorded endpoint's copy goes to a ``Recorder`` (its own task; see ``proxy.recorder``).
+   Upstream unreachable: 502, timing out before the response: 504, both in the provider's shape
+   and recorded as a failed turn. The app disconnecting closes the upstream request; the turn
+   ends interrupted with what streamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from live import runner as live_runner
+from proxy import endpoints, threads
+from proxy.recorder import Recorder
+from upstream import client as upstream
+from upstream import errors
+
+log = logging.getLogger("turnscope.proxy")
+
+PREFIX = "/proxy/"
+HOP_BY_HOP = frozenset({
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+    b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"proxy-connection",
+})
+TOKEN_HEADER = b"x-turnscope-token"
+CONVERSATION_HEADER = b"x-turnscope-conversation"
+DECODABLE = ("gzip", "deflate", "identity")
+TOKEN_TTL = 5.0  # seconds a checked token is trusted without asking the database again
+
+_TOKEN = re.compile(r"^[A-Za-z0-9]{1,128}$")
+_tokens: dict[str, tuple[float, Any]] = {}
+
+
+def route(path: str) -> tuple[str, str, str] | None:
+    """``(provider, path below its prefix, token from the path or "")``, or None."""
+    if not path.startswith(PREFIX):
+        return None
+    rest = path[len(PREFIX):]
+    token = ""
+    if rest.startswith("t/"):
+        token, _, rest = rest[2:].partition("/")
+    provider, _, below = rest.partition("/")
+    if provider not in endpoints.PROVIDERS:
+        return None
+    return provider, "/" + below, token
+
+
+def _lookup(key: str) -> Any:
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        return None
+    return token.user
+
+
+async def user_for(key: str) -> Any:
+    """The active user whose Turnscope token is ``key``, or None. A checked token is trusted
+    for ``TOKEN_TTL`` seconds (a deleted token stops working within that time): the lookup is
+    on every request's path to the first byte."""
+    if not key or not _TOKEN.match(key):
+        return None
+    now = time.monotonic()
+    hit = _tokens.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    # a pool thread, not the database thread the recorders write from: never queued behind them
+    user = await sync_to_async(_lookup, thread_sensitive=False)(key)
+    if user is not None:
+        if len(_tokens) > 10_000:
+            _tokens.clear()
+        _tokens[key] = (now + TOKEN_TTL, user)
+    return user
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1").strip()
+    return ""
+
+
+def _accept_encoding(value: bytes) -> bytes:
+    """The app's Accept-Encoding narrowed to what the recorder decodes (its preferences kept)."""
+    kept = []
+    for item in value.decode("latin-1").split(","):
+        name = item.split(";")[0].strip().lower()
+        if name in DECODABLE:
+            kept.append(item.strip())
+    return ", ".join(kept).encode() if kept else b"identity"
+
+
+def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """What goes to the provider: the app's headers less hop-by-hop ones (and those the
+    Connection header names), Host, Content-Length (set from the body) and Turnscope's own."""
+    named = {n.strip().lower().encode() for k, v in headers if k.lower() == b"connection"
+             for n in v.decode("latin-1").split(",")}
+    out = []
+    for key, value in headers:
+        name = key.lower()
+        if (name in HOP_BY_HOP or name in named or name in (b"host", b"content-length")
+                or name.startswith(b"x-turnscope-")):
+            continue
+        if name == b"accept-encoding":
+            value = _accept_encoding(value)
+        out.append((key, value))
+    return out
+
+
+def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    named = {n.strip().lower().encode() for k, v in raw if k.lower() == b"connection"
+             for n in v.decode("latin-1").split(",")}
+    return [(k, v) for k, v in raw if k.lower() not in HOP_BY_HOP and k.lower() not in named]
+
+
+async def _respond(send: Any, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Any, provider: str, status: int, code: str, message: str) -> None:
+    await _respond(send, status, errors.body(provider, status, code, message))
+
+
+async def _read_body(receive: Any, limit: int) -> bytes | None:
+    """The request body, or None once it passes ``limit`` bytes (or the client went away)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body"):
+            return bytes(body)
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    found = route(scope["path"])
+    if found is None:
+        await _respond(send, 404, b'{"error": {"message": "Turnscope proxies /proxy/anthropic, '
+                       b'/proxy/openai and /proxy/google only."}}')
+        return
+    provider, path, path_token = found
+    headers = list(scope.get("headers") or [])
+    limit = int(getattr(settings, "TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
+    declared = _header(headers, b"content-length")
+    too_large = f"The request body is larger than Turnscope's limit of {limit} bytes."
+    if declared.isdigit() and int(declared) > limit:
+        await _error(send, provider, 413, "request_too_large", too_large)
+        return
+    body = await _read_body(receive, limit)
+    if body is None:
+        await _error(send, provider, 413, "request_too_large", too_large)
+        return
+    user = await user_for(path_token or _header(headers, TOKEN_HEADER))
+    if user is None:
+        await _error(send, provider, 401, "invalid_turnscope_token",
+                     "Turnscope needs a valid token (X-Turnscope-Token header, or the base URL "
+                     "/proxy/t/<token>/" + provider + "); nothing was sent to the provider.")
+        return
+    conversation = None
+    wanted = _header(headers, CONVERSATION_HEADER)
+    if wanted:
+        conversation = await sync_to_async(threads.owned)(user, wanted)
+        if conversation is None:
+            await _error(send, provider, 404, "conversation_not_found",
+                         "X-Turnscope-Conversation names no conversation of yours; nothing was "
+                         "sent to the provider.")
+            return
+    method = scope["method"]
+    query = scope.get("query_string", b"")
+    target = upstream.url(provider, path, query)
+    endpoint = endpoints.recorded(provider, method, path)
+    recorder = None
+    if endpoint is not None:
+        recorder = Recorder(user=user, endpoint=endpoint, body=body, url=target,
+                            api_version=_header(headers, b"anthropic-version") or None,
+                            conversation=conversation)
+        live_runner.spawn(recorder.run(), name=f"proxy-{provider}")
+    await _forward(provider, method, target, forwarded_headers(headers), body, receive, send,
+                   recorder)
+
+
+async def _forward(provider: str, method: str, target: str, headers: list[tuple[bytes, bytes]],
+                   body: bytes, receive: Any, send: Any, recorder: Recorder | None) -> None:
+    try:
+        response = await upstream.send(method, target, headers=headers, content=body)
+    except httpx.TimeoutException:
+        message = "The provider did not answer in time (Turnscope's proxy gave up)."
+        if recorder is not None:
+            recorder.failed(504, "upstream_timeout", message)
+        await _error(send, provider, 504, "upstream_timeout", message)
+        return
+    except httpx.HTTPError as exc:
+        message = f"Turnscope's proxy could not reach the provider ({type(exc).__name__})."
+        if recorder is not None:
+            recorder.failed(502, "upstream_unreachable", message)
+        await _error(send, provider, 502, "upstream_unreachable", message)
+        return
+    raw_headers = list(response.headers.raw)
+    if recorder is not None:
+        recorder.response(response.status_code, raw_headers)
+    me = asyncio.current_task()
+    gone = asyncio.Event()
+    done = False
+
+    async def watch() -> None:
+        # the app going away cancels the forwarding: the upstream request is closed at once
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not done:  # (a server also says "disconnect" once the response is complete)
+            gone.set()
+            if me is not None:
+                me.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await send({"type": "http.response.start", "status": response.status_code,
+                    "headers": response_headers(raw_headers)})
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if recorder is not None:
+                recorder.feed(chunk)
+        if recorder is not None:
+            recorder.end()
+        done = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except asyncio.CancelledError:
+        if not gone.is_set():
+            raise
+        # the app disconnected: swallow our own cancellation, the response is over
+        if me is not None:
+            me.uncancel()
+    except httpx.HTTPError as exc:
+        # the provider broke off mid-response: the app's response ends there too
+        done = True
+        log.warning("proxy: %s stopped mid-response (%s)", provider, type(exc).__name__)
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        watcher.cancel()
+        if recorder is not None:
+            recorder.end()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(response.aclose())
+
+
+def routed(fallback: Any) -> Any:
+    """``fallback`` (Django) with ``/proxy/`` taken off ahead of it."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(PREFIX):
+            await application(scope, receive, send)
+        else:
+            await fallback(scope, receive, send)
+
+    return app

@@ -1,0 +1,247 @@
+"""Recording one proxied exchange, off the client's path.
+
+The forwarder hands the recorder what it forwards and never waits for it: ``response`` (status
+and headers), ``feed`` (each chunk, as it went to the client), ``end``. Those calls only queue;
+everything else — reading the request, deciding the conversation, decompressing, parsing while
+the bytes arrive, the one stream runner, storing, publishing — happens in the recorder's own
+task. A failure there (bad wire data, the database busy, a bug) is logged and the turn is marked;
+the client's stream goes on regardless.
+
+What is kept: the request body (redacted) and the response's wire bytes (decoded from gzip,
+redacted) as a ``live.Recording`` of the agent turn, so a proxied turn replays wire-exact; the
+``WireContext`` comes from the real request (``anthropic-version``, the body's tool versions, the
+URL). Usage counters are logged as diagnostics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.db import transaction
+
+import providers
+from conversations import redaction
+from conversations.models import Conversation, Turn
+from live import runner as live_runner
+from live.models import Recording
+from live.sources import WireResponse
+from proxy import messages, threads
+from proxy.endpoints import Endpoint
+from proxy.stream_parser import stream_parser
+from streams import parts
+from upstream import errors
+
+log = logging.getLogger("turnscope.proxy")
+
+# A response the recorder cannot keep up with (the database stalled) is not held in memory past
+# this: recording stops, the turn is marked, the client is not affected.
+MAX_BUFFERED = 64 * 1024 * 1024
+
+_db = sync_to_async  # thread-sensitive: the database thread the live runner writes from
+_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
+
+
+class RecordingFailed(RuntimeError):
+    pass
+
+
+class Recorder:
+    def __init__(
+        self,
+        *,
+        user: Any,
+        endpoint: Endpoint,
+        body: bytes,
+        url: str,
+        api_version: str | None,
+        conversation: Conversation | None,
+    ) -> None:
+        self.user = user
+        self.endpoint = endpoint
+        self.provider = endpoint.provider
+        self.body = body
+        self.url = redaction.redact_text(url)  # Gemini's ?key= never gets past here
+        self.api_version = api_version
+        self.conversation = conversation
+        self.status = 0
+        self.encoding = ""
+        self.failure: tuple[str, str] | None = None  # no response at all: (code, message)
+        self.runner: live_runner.TurnRunner | None = None
+        self.raw: list[bytes] = []  # the response as recorded (decoded, redacted)
+        self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._started = asyncio.Event()
+        self._buffered = 0
+        self._overflow = False
+        self._ended = False
+
+    # -- the forwarder's side: never waits, never raises ----------------------------------------
+
+    def response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.status = status
+        for name, value in headers:
+            if name.lower() == b"content-encoding":
+                self.encoding = value.decode("latin-1").strip().lower()
+        self._started.set()
+
+    def feed(self, chunk: bytes) -> None:
+        if self._ended or self._overflow:
+            return
+        self._buffered += len(chunk)
+        if self._buffered > MAX_BUFFERED:
+            self._overflow = self._ended = True
+            self._chunks.put_nowait(None)
+            return
+        self._chunks.put_nowait(chunk)
+
+    def end(self) -> None:
+        """The response is over (whole, or cut: the parts tell which)."""
+        if not self._ended:
+            self._ended = True
+            self._chunks.put_nowait(None)
+
+    def failed(self, status: int, code: str, message: str) -> None:
+        """No response: the upstream was unreachable or timed out (``status`` 502 / 504)."""
+        self.status = status
+        self.failure = (code, message)
+        self._started.set()
+        self.end()
+
+    # -- the recorder's task --------------------------------------------------------------------
+
+    async def run(self) -> Turn | None:
+        try:
+            return await self._run()
+        except Exception as exc:
+            log.error("proxy: could not record a %s exchange (%s)", self.provider,
+                      type(exc).__name__, exc_info=True)
+            turn = self.runner.turn if self.runner is not None else None
+            if turn is not None:
+                await live_runner.record_failure(
+                    turn, "recording_failed",
+                    f"Turnscope could not record this response ({type(exc).__name__}); "
+                    "the app received it unchanged.")
+            return turn
+        finally:
+            self._ended = True  # nothing more is queued for a recorder that stopped
+
+    async def _run(self) -> Turn | None:
+        try:
+            request = orjson.loads(self.body) if self.body else None
+        except orjson.JSONDecodeError:
+            request = None
+        request = redaction.redact_value(request) if request is not None else None
+        exchange = await _off_loop(messages.read, self.provider, self.endpoint.name, request,
+                                   self.api_version, self.url)
+        fallback = " · ".join(x for x in (self.provider, exchange.model) if x)
+        placement = await _db(threads.place)(self.user, exchange, self.conversation,
+                                             fallback_title=fallback)
+        self.request = request if isinstance(request, dict) else None
+        await self._started.wait()
+        if self.failure is not None:
+            source = self._failure_parts(*self.failure)
+        elif self.status >= 300:
+            source = self._error_parts()
+        else:
+            source = self._parts()
+        run = self.runner = live_runner.TurnRunner(placement.conversation, speed=0)
+        turn = await run.run([source], prompt=placement.prompt, resume=placement.resume,
+                             before=placement.before)
+        await self._drain()
+        if self._overflow:
+            raise RecordingFailed(f"the response was larger than {MAX_BUFFERED} bytes")
+        await _db(_keep)(turn, placement.conversation, self.provider, self._wire_response(),
+                         placement.resume is not None)
+        log.info("proxy: recorded %s %s into turn %s (%s, %s); usage %s", self.provider,
+                 self.endpoint.path, turn.pk, turn.status, turn.end_reason or "-",
+                 dict(run.builder.usage) or "none")
+        return turn
+
+    def _wire_response(self) -> WireResponse:
+        raw = b"".join(self.raw).decode("utf-8", "replace")
+        return WireResponse(name=f"{self.provider} {self.endpoint.path}", raw=raw,
+                            api_version=self.api_version, endpoint=self.url,
+                            request=self.request)
+
+    def _context(self) -> providers.WireContext:
+        return providers.WireContext(api_version=self.api_version, request=self.request,
+                                     endpoint=self.url)
+
+    async def _chunk_stream(self) -> AsyncIterator[bytes]:
+        """The response body as recorded: decoded (gzip / deflate) and redacted a whole line at
+        a time (a credential never spans lines, so this redacts what a redaction of the whole
+        body would), kept in ``raw``."""
+        decoder = None
+        if self.encoding in ("gzip", "x-gzip", "deflate"):
+            decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        elif self.encoding not in ("", "identity"):
+            raise RecordingFailed(f"cannot read a {self.encoding!r}-encoded response")
+        pending = b""
+        while True:
+            chunk = await self._chunks.get()
+            if chunk is None:
+                break
+            data = pending + (decoder.decompress(chunk) if decoder else chunk)
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            pending, data = data[cut:], data[:cut]
+            if data:
+                data = redaction.redact_bytes(data)
+                self.raw.append(data)
+                yield data
+        rest = pending + (decoder.flush() if decoder else b"")
+        if rest:
+            rest = redaction.redact_bytes(rest)
+            self.raw.append(rest)
+            yield rest
+
+    async def _parts(self) -> AsyncIterator[parts.Part]:
+        """Parts parsed while the bytes arrive (``providers.stream_parser``)."""
+        parser = stream_parser(self.provider, self._context())
+        async for data in self._chunk_stream():
+            for part in parser.feed(data):
+                yield part
+        for part in parser.close():
+            yield part
+
+    async def _error_parts(self) -> AsyncIterator[parts.Part]:
+        """An HTTP error response: the provider's code and message, the turn failed."""
+        async for _ in self._chunk_stream():
+            pass
+        code, message = errors.read(self.provider, self.status, b"".join(self.raw))
+        yield parts.StreamError(code, message)
+        yield parts.ResponseEnd("error")
+
+    async def _failure_parts(self, code: str, message: str) -> AsyncIterator[parts.Part]:
+        yield parts.StreamError(code, message)
+        yield parts.ResponseEnd("error")
+
+    async def _drain(self) -> None:
+        """What the parser did not read (it stopped at unreadable data) is still recorded."""
+        if self.failure is not None:
+            return
+        while not self._chunks.empty() or not self._ended:
+            chunk = await self._chunks.get()
+            if chunk is None:
+                break
+            self.raw.append(redaction.redact_bytes(chunk))
+
+
+def _keep(turn: Turn, conversation: Conversation, provider: str, response: WireResponse,
+          continued: bool) -> None:
+    """Keep the response behind the turn (after the ones it continues), and index the
+    conversation's history for the next request."""
+    with transaction.atomic():
+        existing = Recording.objects.select_for_update().filter(turn=turn).first()
+        if existing is None:
+            Recording.objects.create(turn=turn, provider=provider,
+                                     responses=orjson.dumps([response.as_dict()]).decode())
+        else:
+            kept = existing.response_list if continued else []
+            existing.responses = orjson.dumps([*kept, response.as_dict()]).decode()
+            existing.save(update_fields=["responses"])
+        threads.remember(conversation)
