@@ -16,6 +16,7 @@ class Served:
 
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                 lifespan="off", loop="asyncio", http="h11", ws="none",
+                                server_header=False, date_header=False,
                                 timeout_graceful_shutdown=1)
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # not the main thread
