@@ -258,27 +258,28 @@ class RecordedUpstream:
         await send({"type": "http.response.start", "status": chosen.status, "headers": headers})
         wire = bytearray()
         pace = self.pace if chosen.pace is None else chosen.pace
-        for n, chunk in enumerate(chosen.chunks):
-            if chosen.cut_after is not None and n >= chosen.cut_after:
-                self.sent.append(bytes(wire))
-                raise ConnectionAbortedError("the recorded upstream cuts this response here")
-            if request.disconnected:
-                break
-            if n and pace:
-                await asyncio.sleep(pace)
-            data = chunk
-            if compress is not None:
-                # a sync flush per event: the compressed stream arrives event by event too
-                data = compress.compress(chunk) + compress.flush(zlib.Z_SYNC_FLUSH)
-            step = self.split or len(data) or 1
-            for start in range(0, len(data), step):
-                piece = data[start:start + step]
-                wire += piece
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
-        tail = compress.flush() if compress is not None else b""
-        wire += tail
-        self.sent.append(bytes(wire))
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+        try:
+            for n, chunk in enumerate(chosen.chunks):
+                if chosen.cut_after is not None and n >= chosen.cut_after:
+                    raise ConnectionAbortedError("the recorded upstream cuts this response here")
+                if request.disconnected:
+                    return
+                if n and pace:
+                    await asyncio.sleep(pace)
+                data = chunk
+                if compress is not None:
+                    # a sync flush per event: the compressed stream arrives event by event too
+                    data = compress.compress(chunk) + compress.flush(zlib.Z_SYNC_FLUSH)
+                step = self.split or len(data) or 1
+                for start in range(0, len(data), step):
+                    piece = data[start:start + step]
+                    wire += piece
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+            tail = compress.flush() if compress is not None else b""
+            wire += tail
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+        finally:
+            self.sent.append(bytes(wire))
 
 
 async def _disconnect(receive: Any, request: Request) -> None:

@@ -110,7 +110,29 @@ class ArtifactItem:
     type: str = "artifact"
 
 
-TimelineItem = MessageItem | ActivityItem | ReasoningItem | ToolCallItem | ArtifactItem
+@dataclass(frozen=True, slots=True)
+class ToolResultItem:
+    seq: int | None
+    event_id: str
+    call_id: str
+    output: str  # plain text
+    is_error: bool
+    type: str = "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorItem:
+    """An error the provider reported (or Turnscope's recording of the turn broke off)."""
+
+    seq: int | None
+    event_id: str
+    code: str
+    message: str
+    type: str = "error"
+
+
+TimelineItem = (MessageItem | ActivityItem | ReasoningItem | ToolCallItem | ToolResultItem
+                | ErrorItem | ArtifactItem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,20 +17,24 @@ from streams.bodies import (
     ACTIVITY_STATES,
     ActivityBody,
     ArtifactBody,
+    ErrorBody,
     ReasoningBody,
     ToolCallBody,
+    ToolResultBody,
 )
 
 from .entry_point import search_entry_point_srcdoc
 from .items import (
     ActivityItem,
     ArtifactItem,
+    ErrorItem,
     MessageItem,
     ReasoningItem,
     RenderedTurn,
     SanitizedHTML,
     SourceItem,
     ToolCallItem,
+    ToolResultItem,
     source_item,
 )
 from .links import anchor_prefix
@@ -235,6 +239,18 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
                     arguments=_tool_arguments(call.arguments),
                 )
             )
+        elif kind == "tool_call_response":
+            result = ToolResultBody.from_body(event)
+            items.append(ToolResultItem(
+                seq=seq, event_id=eid, call_id=clean_text(result.id, limit=200),
+                output=clean_text(result.output, limit=4000), is_error=result.is_error,
+            ))
+        elif kind == "error":
+            error = ErrorBody.from_body(event)
+            items.append(ErrorItem(
+                seq=seq, event_id=eid, code=clean_text(error.code, limit=200),
+                message=clean_text(error.message, limit=2000),
+            ))
         elif kind == "provider_artifact":
             artifact = ArtifactBody.from_body(event)
             display = artifact.display_html
