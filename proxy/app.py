@@ -279,6 +279,35 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
             await asyncio.shield(response.aclose())
 
 
+_PATH_TOKEN = re.compile(r"(/proxy/t/)[^/\s]+")
+
+
+def redacted_path(text: str) -> str:
+    """A request line as it may be logged: no path token, no credential (``?key=``)."""
+    from conversations.redaction import redact_text
+
+    return redact_text(_PATH_TOKEN.sub(r"\1[REDACTED]", text))
+
+
+def redact_access_log() -> None:
+    """Daphne's access log writes every request's path with its query: the path-form token and
+    Gemini's ``?key=`` would land in it. Its entries go through ``redacted_path`` instead."""
+    try:
+        from daphne.access import AccessLogGenerator
+    except ImportError:
+        return
+    original = AccessLogGenerator.write_entry
+    if getattr(original, "redacting", False):
+        return
+
+    def write_entry(self: Any, host: Any, date: Any, request: str, *args: Any,
+                    **kwargs: Any) -> Any:
+        return original(self, host, date, redacted_path(str(request)), *args, **kwargs)
+
+    write_entry.redacting = True  # type: ignore[attr-defined]
+    AccessLogGenerator.write_entry = write_entry
+
+
 def routed(fallback: Any) -> Any:
     """``fallback`` (Django) with ``/proxy/`` taken off ahead of it."""
 

@@ -17,9 +17,10 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from live import transport  # noqa: E402
 from live.middleware import WebsocketSession  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
-from proxy.app import routed  # noqa: E402
+from proxy.app import redact_access_log, routed  # noqa: E402
 
 transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
+redact_access_log()  # the proxy's path tokens and ?key= never reach daphne's access log
 
 application = ProtocolTypeRouter(
     {

@@ -237,5 +237,8 @@ LOGGING = {
     "loggers": {
         "turnscope": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # httpx logs each request's URL at INFO, and a proxied Gemini URL may carry ?key=.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }
