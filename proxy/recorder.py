@@ -76,6 +76,7 @@ class Recorder:
         self.raw: list[bytes] = []  # the response as recorded (decoded, redacted)
         self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._started = asyncio.Event()
+        self._first = asyncio.Event()  # the first byte went to the client (or none will)
         self._buffered = 0
         self._overflow = False
         self._ended = False
@@ -92,6 +93,7 @@ class Recorder:
     def feed(self, chunk: bytes) -> None:
         if self._ended or self._overflow:
             return
+        self._first.set()
         self._buffered += len(chunk)
         if self._buffered > MAX_BUFFERED:
             self._overflow = self._ended = True
@@ -101,6 +103,7 @@ class Recorder:
 
     def end(self) -> None:
         """The response is over (whole, or cut: the parts tell which)."""
+        self._first.set()
         if not self._ended:
             self._ended = True
             self._chunks.put_nowait(None)
@@ -131,6 +134,9 @@ class Recorder:
             self._ended = True  # nothing more is queued for a recorder that stopped
 
     async def _run(self) -> Turn | None:
+        # Nothing of the recording's work competes with the request and its first byte: the
+        # client's time to first byte is the provider's.
+        await self._first.wait()
         try:
             request = orjson.loads(self.body) if self.body else None
         except orjson.JSONDecodeError:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.proxy.conftest import ANTHROPIC_KEY, GOOGLE_KEY, OPENAI_KEY
 from tests.proxy.cases import Case
+from tests.proxy.conftest import ANTHROPIC_KEY, GOOGLE_KEY, OPENAI_KEY
 
 PROMPT = "What does the record say?"
 

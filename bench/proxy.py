@@ -1,0 +1,204 @@
+"""The recording proxy's cost: M concurrent streaming requests through the proxy vs. the same
+requests direct to the same recorded upstream, in one run.
+
+    uv run python -m bench.proxy [--streams 20] [--rounds 5] [--pace 0.005]
+
+A recorded upstream (``upstream.recorded``, serving the bundled Anthropic sample as SSE, one
+event every ``--pace`` seconds) runs in its own process; the app runs in a daphne process
+(SQLite, in-memory channel layer: one process), with ``TURNSCOPE_UPSTREAM_ANTHROPIC`` pointed at
+the upstream. Each round sends ``--streams`` requests at once, alternately direct and through
+the proxy (recording included: every proxied stream becomes a stored, published turn).
+
+Reported: added time to first byte p50/p99 (proxy minus direct), added total time p50, streams/s
+both ways, the daphne process's CPU per streamed KB, and whether any byte differed.
+Targets: added TTFB p50 <= 5 ms, p99 <= 20 ms at 20 concurrent streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BODY = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 1024, "stream": True,
+                   "messages": [{"role": "user", "content": "How do tides work?"}]}).encode()
+
+SETUP = """
+import django, json
+django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+user, _ = get_user_model().objects.get_or_create(username="bench")
+print(json.dumps({"token": Token.objects.get_or_create(user=user)[0].key}))
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def serve_upstream(port: int, pace: float) -> None:
+    """The recorded upstream, forever (``--upstream-only``)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "turnscope.settings")
+    django.setup()
+    import uvicorn
+
+    from live import bundled
+    from upstream.recorded import RecordedUpstream, by_provider, reply
+
+    sample = bundled.sample("anthropic-tides")
+    app = RecordedUpstream(respond=by_provider(
+        {"anthropic": [reply("anthropic", sample.responses[0].raw.encode())]}), pace=pace)
+    app.requests = _Forgetful()  # a bench sends thousands: keep none
+    app.sent = _Forgetful()
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
+                http="h11", server_header=False, date_header=False)
+
+
+class _Forgetful(list):
+    def append(self, item: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, proc: subprocess.Popen, what: str) -> None:
+    import socket
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not start")
+
+
+async def one(http, url: str, headers: dict[str, str]) -> tuple[float, float, bytes]:
+    started = time.perf_counter()
+    first = None
+    body = bytearray()
+    async with http.stream("POST", url, content=BODY, headers=headers) as response:
+        async for chunk in response.aiter_raw():
+            if first is None:
+                first = time.perf_counter()
+            body += chunk
+    return (first or time.perf_counter()) - started, time.perf_counter() - started, bytes(body)
+
+
+async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: str,
+                  daphne_pid: int) -> dict[str, object]:
+    import httpx
+
+    direct_headers = {"x-api-key": "bench", "anthropic-version": "2023-06-01",
+                      "content-type": "application/json"}
+    proxy_headers = {**direct_headers, "x-turnscope-token": token}
+    pool = args.streams * 2
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+    results: dict[str, list[tuple[float, float, bytes]]] = {"direct": [], "proxy": []}
+    wall = {"direct": 0.0, "proxy": 0.0}
+    cpu = 0.0
+    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+        for url, headers in ((upstream, direct_headers), (proxy, proxy_headers)):  # warm up
+            await asyncio.gather(*[one(http, url, headers) for _ in range(args.streams)])
+        await asyncio.sleep(1.0)  # the warm-up's recordings finish
+        for _ in range(args.rounds):
+            for kind, url, headers in (("direct", upstream, direct_headers),
+                                       ("proxy", proxy, proxy_headers)):
+                before = cpu_seconds(daphne_pid)
+                started = time.perf_counter()
+                got = await asyncio.gather(*[one(http, url, headers)
+                                             for _ in range(args.streams)])
+                wall[kind] += time.perf_counter() - started
+                if kind == "proxy":
+                    await asyncio.sleep(0.5)  # the recorders' last writes count too
+                    cpu += cpu_seconds(daphne_pid) - before
+                results[kind].extend(got)
+    direct, proxied = results["direct"], results["proxy"]
+    reference = direct[0][2]
+    differing = sum(1 for r in direct + proxied if r[2] != reference)
+    kb = sum(len(r[2]) for r in proxied) / 1024
+    ttfb = {k: [r[0] * 1000 for r in v] for k, v in results.items()}
+    total = {k: [r[1] * 1000 for r in v] for k, v in results.items()}
+    return {
+        "streams": args.streams, "rounds": args.rounds, "pace_s": args.pace,
+        "ttfb_ms": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99)}
+                    for k, v in ttfb.items()},
+        "added_ttfb_ms": {"p50": percentile(ttfb["proxy"], 0.5) - percentile(ttfb["direct"], 0.5),
+                          "p99": percentile(ttfb["proxy"], 0.99)
+                          - percentile(ttfb["direct"], 0.99)},
+        "added_total_ms_p50": percentile(total["proxy"], 0.5) - percentile(total["direct"], 0.5),
+        "streams_per_s": {k: len(results[k]) / wall[k] for k in results},
+        "server_cpu_ms_per_kb": cpu * 1000 / kb if kb else None,
+        "bytes_differing_streams": differing,
+        "targets": {"added_ttfb_p50_ms": 5, "added_ttfb_p99_ms": 20},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pace", type=float, default=0.005, help="seconds between SSE events")
+    parser.add_argument("--upstream-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.upstream_only:
+        serve_upstream(args.upstream_only, args.pace)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        up_port, app_port = free_port(), free_port()
+        env.update({"DJANGO_SETTINGS_MODULE": "turnscope.settings", "TURNSCOPE_VAR_DIR": tmp,
+                    "SQLITE_PATH": str(Path(tmp) / "bench.sqlite3"), "LOG_LEVEL": "WARNING",
+                    "TURNSCOPE_UPSTREAM_ANTHROPIC": f"http://127.0.0.1:{up_port}",
+                    "PYTHONPATH": str(REPO)})
+        setup = subprocess.run([sys.executable, "-c", SETUP], cwd=REPO, env=env, check=True,
+                               capture_output=True, text=True)
+        token = json.loads(setup.stdout.strip().splitlines()[-1])["token"]
+        upstream = subprocess.Popen([sys.executable, "-m", "bench.proxy", "--upstream-only",
+                                     str(up_port), "--pace", str(args.pace)], cwd=REPO, env=env)
+        daphne = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
+                                   str(app_port), "turnscope.asgi:application"], cwd=REPO,
+                                  env=env, stdout=subprocess.DEVNULL)
+        try:
+            wait_listening(up_port, upstream, "the recorded upstream")
+            wait_listening(app_port, daphne, "daphne")
+            report = asyncio.run(measure(
+                args, f"http://127.0.0.1:{up_port}/v1/messages",
+                f"http://127.0.0.1:{app_port}/proxy/anthropic/v1/messages", token, daphne.pid))
+        finally:
+            for proc in (daphne, upstream):
+                proc.terminate()
+                proc.wait(10)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
