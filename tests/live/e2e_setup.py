@@ -29,4 +29,8 @@ session[HASH_SESSION_KEY] = user.get_session_auth_hash()
 session.create()
 samples = {s.slug: str(c.pk) for s, c, _ in bundled.load(user)}
 watch = [str(store.create_conversation(title=f"watch {i}", owner=user).pk) for i in range(4)]
-print(json.dumps({"session": session.session_key, "samples": samples, "watch": watch}))
+from rest_framework.authtoken.models import Token  # noqa: E402
+
+token = Token.objects.get_or_create(user=user)[0].key  # for the recording proxy
+print(json.dumps({"session": session.session_key, "samples": samples, "watch": watch,
+                  "token": token}))
