@@ -161,6 +161,13 @@ def observed() -> dict[str, dict[str, set[str]]]:
                                             for i, raw in enumerate(chain)])
         for response in builder.responses:
             seen["triggers"][response["trigger"]].add("streams.run")
+    # Event kinds read out of requests: the recording proxy keeps client tool results.
+    from proxy import messages
+
+    exchange = messages.read("anthropic", "messages", {"messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]})
+    for record in exchange.prompt:
+        seen["event_kinds"][record.kind].add("proxy.messages")
     return seen
 
 

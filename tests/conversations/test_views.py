@@ -102,7 +102,9 @@ def test_failed_turn_says_so(client, alice):
     s = ingested(alice, "openai", "vercel-ai__openai-error.1.chunks.txt")
     client.force_login(alice)
     html = client.get(reverse("conversation-detail", args=[s.conversation.pk])).content.decode()
-    assert "reported an error" in html and 'data-status="failed"' in html
+    assert "This turn failed" in html and 'data-status="failed"' in html
+    # the provider's code and message are on the page
+    assert "insufficient_quota" in html and "You exceeded your current quota" in html
 
 
 def test_gemini_search_chip_is_sandboxed_and_its_styles_allowed_by_hash(client, alice):
