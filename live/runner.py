@@ -45,7 +45,7 @@ from conversations.models import Conversation, Event, Turn
 from live import publish, sources
 from live.models import Recording
 from streams import parts
-from streams.bodies import ActivityBody
+from streams.bodies import ActivityBody, ErrorBody
 from streams.builder import EventRecord
 from streams.run import TurnStream
 
@@ -526,8 +526,7 @@ def _fail(turn: Turn, code: str, message: str) -> list[Event]:
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.status != Turn.Status.STREAMING:
             return []  # it ended already: what it holds stands
-        error = {"code": code, "message": message}
-        events = store.append_events(locked, [EventRecord("error", body={"error": error})])
+        events = store.append_events(locked, [EventRecord("error", body=ErrorBody(code, message))])
         store.finish_turn(locked, status=Turn.Status.FAILED, end_reason="error")
     turn.status, turn.end_reason = locked.status, locked.end_reason
     return events

@@ -28,6 +28,7 @@ from conversations.redaction import redact_text, redact_value
 from providers import anthropic as anthropic_wire
 from providers import google as google_wire
 from providers import openai as openai_wire
+from streams.bodies import ToolResultBody
 from streams.builder import EventRecord, storable
 from streams.parts import Payload
 from streams.registries import EVENT_KINDS
@@ -112,11 +113,11 @@ def _result(call_id: str, name: str, output: Any, is_error: bool, payload: Paylo
             ) -> EventRecord:
     if not isinstance(output, str):
         output = orjson.dumps(output).decode() if output is not None else ""
-    result = {"id": clean(call_id)[:200], "name": clean(name)[:200],
-              "output": clean(output)[:RESULT_PREVIEW], "is_error": is_error}
+    result = ToolResultBody(clean(call_id)[:200], clean(name)[:200],
+                            clean(output)[:RESULT_PREVIEW], is_error)
     redacted = Payload(payload.provider, payload.format, payload.version,
                        redact_value(payload.value))
-    return EventRecord("tool_call_response", body={"result": result}, payload=redacted)
+    return EventRecord("tool_call_response", body=result, payload=redacted)
 
 
 def _joined(blocks: Any, types: tuple[str, ...]) -> str:

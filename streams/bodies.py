@@ -40,6 +40,7 @@ __all__ = [
     "MessageBody",
     "ReasoningBody",
     "ToolCallBody",
+    "ToolResultBody",
     "body_class",
     "body_json",
     "load",
@@ -196,11 +197,36 @@ class ErrorBody:
         return cls(_str(error.get("code")), _str(error.get("message")))
 
 
-Body = MessageBody | ReasoningBody | ActivityBody | ToolCallBody | ArtifactBody | ErrorBody
+@dataclass(frozen=True, slots=True)
+class ToolResultBody:
+    """The result of a client tool call the host dispatched (the recording proxy reads it from
+    the request that sends it back). ``output`` is a plain-text preview; the payload keeps the
+    provider's block whole."""
+
+    kind: ClassVar[str] = "tool_call_response"
+    id: str
+    name: str = ""
+    output: str = ""
+    is_error: bool = False
+
+    def to_body(self) -> dict[str, Any]:
+        return {"result": {"id": self.id, "name": self.name, "output": self.output,
+                           "is_error": self.is_error}}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ToolResultBody:
+        result = _mapping(_mapping(body).get("result"))
+        return cls(_str(result.get("id")), _str(result.get("name")), _str(result.get("output")),
+                   result.get("is_error") is True)
+
+
+Body = (MessageBody | ReasoningBody | ActivityBody | ToolCallBody | ToolResultBody
+        | ArtifactBody | ErrorBody)
 
 BODIES: dict[str, type[Body]] = {
     cls.kind: cls
-    for cls in (MessageBody, ReasoningBody, ActivityBody, ToolCallBody, ArtifactBody, ErrorBody)
+    for cls in (MessageBody, ReasoningBody, ActivityBody, ToolCallBody, ToolResultBody,
+                ArtifactBody, ErrorBody)
 }
 
 

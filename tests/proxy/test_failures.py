@@ -38,7 +38,8 @@ def only_turn() -> Turn:
 
 
 def error_events(turn: Turn) -> list[dict]:
-    return [e.data["error"] for e in turn.events.order_by("seq") if e.kind == "error"]
+    return [e.typed_body.to_body()["error"] for e in turn.events.order_by("seq")
+            if e.kind == "error"]
 
 
 # -- tokens ------------------------------------------------------------------------------------

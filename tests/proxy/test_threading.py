@@ -129,8 +129,8 @@ def test_a_tool_result_round_continues_the_agent_turn(upstream, proxy_url, token
     assert [r["trigger"] for r in turn.responses_list] == ["initial", "tool_result"]
     events = list(turn.events.order_by("seq"))
     [result] = [e for e in events if e.kind == "tool_call_response"]
-    assert result.data["result"] == {"id": call["id"], "name": "", "output": "3 products shown",
-                                     "is_error": False}
+    assert result.typed_body.to_body()["result"] == {
+        "id": call["id"], "name": "", "output": "3 products shown", "is_error": False}
     assert result.payload is not None and result.payload.provider == "anthropic"
     # everything else is what ingest stores for the two responses as one turn
     summary = ingest("anthropic", [
