@@ -230,3 +230,64 @@ def test_the_prompt_and_the_turn_it_opens_arrive_in_one_frame(owner):
         ("turn", str(user.pk)), ("events", str(user.pk)), ("turn", str(agent.pk))]
     assert first[0]["ts"] == first[2]["ts"]  # published together
     assert (first[2]["status"], first[2]["seq"]) == ("streaming", first[1]["seq_to"])
+
+
+async def _network(source, gap: float, stop_after: int | None = None):
+    """Parts as a network source delivers them: asynchronously, ``gap`` seconds apart."""
+    for n, part in enumerate(source):
+        if stop_after is not None and n >= stop_after:
+            return
+        await asyncio.sleep(gap)
+        yield part
+
+
+def test_an_async_source_stores_what_ingest_stores_and_flushes_while_waiting(owner):
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+    [source] = sources.wire_responses(sample.provider, list(sample.responses))
+    parts = list(source)
+    first_text = next(i for i, p in enumerate(parts) if type(p).__name__ == "TextDelta")
+
+    async def network():
+        # the parts up to the first text, then a long silence before the rest
+        async for part in _network(parts[:first_text + 1], 0.0):
+            yield part
+        await asyncio.sleep(0.8)
+        async for part in _network(parts[first_text + 1:], 0.0):
+            yield part
+
+    async def go():
+        async with Listener(conversation.pk) as listener:
+            run = runner.TurnRunner(conversation, speed=1.0, coalesce=0.05)
+            task = asyncio.ensure_future(run.run([network()], prompt=sample.prompt))
+            drain = asyncio.ensure_future(listener.drain(until=task, quiet=0.05))
+            await asyncio.sleep(0.5)  # inside the silence
+            during = list(listener.messages)
+            turn = await task
+            await drain
+        return turn, during, listener.messages
+
+    turn, during, messages = async_to_sync(go)()
+    # the text that came before the silence reached the viewers during it
+    assert [m["text"] for m in by_type(during, "delta")] == [parts[first_text].text]
+    summary = ingest(sample.provider,
+                     [ResponseFile(r.name, r.raw.encode(), r.context()) for r in sample.responses],
+                     owner=owner, title=sample.title, prompt=sample.prompt)
+    turn.refresh_from_db()
+    assert portable(turn) == portable(summary.turn)
+    assert by_type(messages, "turn")[-1]["status"] == "complete"
+
+
+def test_an_async_source_cut_short_leaves_the_turn_interrupted(owner):
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+    [source] = sources.wire_responses(sample.provider, list(sample.responses))
+    parts = list(source)
+
+    async def go():
+        run = runner.TurnRunner(conversation, speed=1.0)
+        return await run.run([_network(parts, 0.0, stop_after=len(parts) // 2)])
+
+    turn = async_to_sync(go)()
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    assert turn.events.order_by("seq").last().incomplete
