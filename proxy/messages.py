@@ -25,13 +25,28 @@ from typing import Any, Literal
 import orjson
 
 from conversations.redaction import redact_text, redact_value
-from providers import anthropic as anthropic_wire
-from providers import google as google_wire
-from providers import openai as openai_wire
 from streams.bodies import ToolResultBody
 from streams.builder import EventRecord, storable
 from streams.parts import Payload
 from streams.registries import EVENT_KINDS
+
+# The adapters' payload formats the request's blocks are kept under. TEMPORARY: providers/ is
+# being split into one package per provider (modules per wire format); either layout is read
+# here until that lands on main, then only the new one.
+try:
+    from providers.anthropic.blocks import BLOCK as ANTHROPIC_BLOCK
+    from providers.anthropic.blocks import DEFAULT_API_VERSION as ANTHROPIC_VERSION
+    from providers.google.common import PART as GOOGLE_PART
+    from providers.google.common import api_version as google_api_version
+    from providers.openai.chat import CHAT_MESSAGE as OPENAI_CHAT_MESSAGE
+    from providers.openai.items import ITEM as OPENAI_ITEM
+except ImportError:
+    from providers.anthropic import BLOCK as ANTHROPIC_BLOCK
+    from providers.anthropic import DEFAULT_API_VERSION as ANTHROPIC_VERSION
+    from providers.google import PART as GOOGLE_PART
+    from providers.google import api_version as google_api_version
+    from providers.openai import CHAT_MESSAGE as OPENAI_CHAT_MESSAGE
+    from providers.openai import ITEM as OPENAI_ITEM
 
 EVENT_KINDS.register("tool_call_response", producer=__name__)
 
@@ -95,13 +110,13 @@ def read(provider: str, endpoint: str, body: Any, api_version: str | None = None
     if not isinstance(body, dict):
         return Exchange()
     if provider == "anthropic":
-        exchange = _anthropic(body, api_version or anthropic_wire.DEFAULT_API_VERSION)
+        exchange = _anthropic(body, api_version or ANTHROPIC_VERSION)
     elif provider == "openai" and endpoint == "chat":
         exchange = _chat(body)
     elif provider == "openai":
         exchange = _responses(body)
     elif provider == "google":
-        exchange = _google(body, google_wire.api_version(url))
+        exchange = _google(body, google_api_version(url))
     else:
         return Exchange()
     if not exchange.model and isinstance(body.get("model"), str):
@@ -160,7 +175,7 @@ def _anthropic(body: dict[str, Any], api_version: str) -> Exchange:
         content = newest_user.get("content")
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                payload = Payload("anthropic", anthropic_wire.BLOCK, api_version, block)
+                payload = Payload("anthropic", ANTHROPIC_BLOCK, api_version, block)
                 output = block.get("content")
                 if isinstance(output, list):
                     output = _joined(output, ("text",)) or output
@@ -191,7 +206,7 @@ def _responses(body: dict[str, Any]) -> Exchange:
             entries.append(("user", ""))
     trailing = _trailing(items, lambda i: i.get("type") == "function_call_output")
     for item in trailing:  # the outputs of the calls the last response asked for
-        payload = Payload("openai", openai_wire.ITEM, "v1", item)
+        payload = Payload("openai", OPENAI_ITEM, "v1", item)
         exchange.tool_results.append(_result(
             str(item.get("call_id", "")), "", item.get("output"), False, payload))
     if not trailing:
@@ -223,7 +238,7 @@ def _chat(body: dict[str, Any]) -> Exchange:
             entries.append(("user", ""))
     trailing = _trailing(messages, lambda m: m.get("role") == "tool")
     for message in trailing:
-        payload = Payload("openai", openai_wire.CHAT_MESSAGE, "v1", message)
+        payload = Payload("openai", OPENAI_CHAT_MESSAGE, "v1", message)
         exchange.tool_results.append(_result(
             str(message.get("tool_call_id", "")), str(message.get("name", "")),
             _joined(message.get("content"), ("text",)), False, payload))
@@ -265,7 +280,7 @@ def _google(body: dict[str, Any], version: str) -> Exchange:
         for part in newest_user.get("parts") or []:
             if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
                 response = part["functionResponse"]
-                payload = Payload("google", google_wire.PART, version, part)
+                payload = Payload("google", GOOGLE_PART, version, part)
                 exchange.tool_results.append(_result(
                     str(response.get("id", "")), str(response.get("name", "")),
                     response.get("response"), False, payload))
