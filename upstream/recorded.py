@@ -258,6 +258,7 @@ class RecordedUpstream:
         await send({"type": "http.response.start", "status": chosen.status, "headers": headers})
         wire = bytearray()
         pace = self.pace if chosen.pace is None else chosen.pace
+        kept = False
         try:
             for n, chunk in enumerate(chosen.chunks):
                 if chosen.cut_after is not None and n >= chosen.cut_after:
@@ -277,9 +278,13 @@ class RecordedUpstream:
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
             tail = compress.flush() if compress is not None else b""
             wire += tail
+            # kept before the last write: a client that has the whole body finds it here
+            self.sent.append(bytes(wire))
+            kept = True
             await send({"type": "http.response.body", "body": tail, "more_body": False})
         finally:
-            self.sent.append(bytes(wire))
+            if not kept:
+                self.sent.append(bytes(wire))
 
 
 async def _disconnect(receive: Any, request: Request) -> None:
