@@ -74,9 +74,15 @@ def route(path: str) -> tuple[str, str, str] | None:
     return provider, "/" + below, token
 
 
+class Unavailable(Exception):
+    """The token could not be checked (the database is unreachable)."""
+
+
 def _lookup(key: str) -> Any:
+    from django.db import close_old_connections
     from rest_framework.authtoken.models import Token
 
+    close_old_connections()  # a pool thread's connection may have gone stale since last time
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active:
         return None
@@ -94,7 +100,11 @@ async def user_for(key: str) -> Any:
     if hit is not None and hit[0] > now:
         return hit[1]
     # a pool thread, not the database thread the recorders write from: never queued behind them
-    user = await sync_to_async(_lookup, thread_sensitive=False)(key)
+    try:
+        user = await sync_to_async(_lookup, thread_sensitive=False)(key)
+    except Exception as exc:
+        log.error("proxy: could not check a token (%s)", type(exc).__name__, exc_info=True)
+        raise Unavailable from exc
     if user is not None:
         if len(_tokens) > 10_000:
             _tokens.clear()
@@ -186,7 +196,12 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if body is None:
         await _error(send, provider, 413, "request_too_large", too_large)
         return
-    user = await user_for(path_token or _header(headers, TOKEN_HEADER))
+    try:
+        user = await user_for(path_token or _header(headers, TOKEN_HEADER))
+    except Unavailable:
+        await _error(send, provider, 503, "turnscope_unavailable",
+                     "Turnscope could not check the token; nothing was sent to the provider.")
+        return
     if user is None:
         await _error(send, provider, 401, "invalid_turnscope_token",
                      "Turnscope needs a valid token (X-Turnscope-Token header, or the base URL "
@@ -195,7 +210,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     conversation = None
     wanted = _header(headers, CONVERSATION_HEADER)
     if wanted:
-        conversation = await sync_to_async(threads.owned)(user, wanted)
+        conversation = await sync_to_async(threads.owned, thread_sensitive=False)(user, wanted)
         if conversation is None:
             await _error(send, provider, 404, "conversation_not_found",
                          "X-Turnscope-Conversation names no conversation of yours; nothing was "
@@ -211,8 +226,13 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
                             api_version=_header(headers, b"anthropic-version") or None,
                             conversation=conversation)
         live_runner.spawn(recorder.run(), name=f"proxy-{provider}")
-    await _forward(provider, method, target, forwarded_headers(headers), body, receive, send,
-                   recorder)
+    try:
+        await _forward(provider, method, target, forwarded_headers(headers), body, receive,
+                       send, recorder)
+    finally:
+        if recorder is not None and not recorder.started:  # a bug before any response
+            recorder.failed(502, "proxy_error", "Turnscope's proxy failed before the provider "
+                            "answered.")
 
 
 async def _forward(provider: str, method: str, target: str, headers: list[tuple[bytes, bytes]],

@@ -83,6 +83,11 @@ class Recorder:
 
     # -- the forwarder's side: never waits, never raises ----------------------------------------
 
+    @property
+    def started(self) -> bool:
+        """Whether the response (or the failure to get one) is known."""
+        return self._started.is_set()
+
     def response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.status = status
         for name, value in headers:
