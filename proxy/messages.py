@@ -25,28 +25,16 @@ from typing import Any, Literal
 import orjson
 
 from conversations.redaction import redact_text, redact_value
+from providers.anthropic.blocks import BLOCK as ANTHROPIC_BLOCK
+from providers.anthropic.blocks import DEFAULT_API_VERSION as ANTHROPIC_VERSION
+from providers.google.common import PART as GOOGLE_PART
+from providers.google.common import api_version as google_api_version
+from providers.openai.chat import CHAT_MESSAGE as OPENAI_CHAT_MESSAGE
+from providers.openai.items import ITEM as OPENAI_ITEM
 from streams.bodies import ToolResultBody
 from streams.builder import EventRecord, storable
 from streams.parts import Payload
 from streams.registries import EVENT_KINDS
-
-# The adapters' payload formats the request's blocks are kept under. TEMPORARY: providers/ is
-# being split into one package per provider (modules per wire format); either layout is read
-# here until that lands on main, then only the new one.
-try:
-    from providers.anthropic.blocks import BLOCK as ANTHROPIC_BLOCK
-    from providers.anthropic.blocks import DEFAULT_API_VERSION as ANTHROPIC_VERSION
-    from providers.google.common import PART as GOOGLE_PART
-    from providers.google.common import api_version as google_api_version
-    from providers.openai.chat import CHAT_MESSAGE as OPENAI_CHAT_MESSAGE
-    from providers.openai.items import ITEM as OPENAI_ITEM
-except ImportError:
-    from providers.anthropic import BLOCK as ANTHROPIC_BLOCK
-    from providers.anthropic import DEFAULT_API_VERSION as ANTHROPIC_VERSION
-    from providers.google import PART as GOOGLE_PART
-    from providers.google import api_version as google_api_version
-    from providers.openai import CHAT_MESSAGE as OPENAI_CHAT_MESSAGE
-    from providers.openai import ITEM as OPENAI_ITEM
 
 EVENT_KINDS.register("tool_call_response", producer=__name__)
 

@@ -33,7 +33,6 @@ from live.models import Recording
 from live.sources import WireResponse
 from proxy import messages, threads
 from proxy.endpoints import Endpoint
-from proxy.stream_parser import stream_parser
 from streams import parts
 from upstream import errors
 
@@ -212,7 +211,7 @@ class Recorder:
 
     async def _parts(self) -> AsyncIterator[parts.Part]:
         """Parts parsed while the bytes arrive (``providers.stream_parser``)."""
-        parser = stream_parser(self.provider, self._context())
+        parser = providers.stream_parser(self.provider, self._context())
         async for data in self._chunk_stream():
             for part in parser.feed(data):
                 yield part

@@ -9,21 +9,17 @@ import time
 import httpx
 import pytest
 
-import providers
 from live import bundled
 from tests.live import e2e
 from tests.servers import served
 from upstream.recorded import RecordedUpstream, reply
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BODY = (b'{"model": "claude-sonnet-4-6", "max_tokens": 1024, "stream": true, '
         b'"messages": [{"role": "user", "content": "How do tides work?"}]}')
 
 
-@pytest.mark.xfail(not hasattr(providers, "stream_parser"), strict=False,
-                   reason="until providers.stream_parser lands, the proxy's stand-in parser "
-                   "reads a response when it ends (proxy/stream_parser.py)")
 def test_a_proxied_stream_shows_live_in_the_browser(tmp_path):
     raw = bundled.sample("anthropic-tides").responses[0].raw.encode()
     upstream = RecordedUpstream([reply("anthropic", raw, pace=0.08)])

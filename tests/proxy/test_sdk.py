@@ -20,6 +20,9 @@ from upstream.recorded import reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CASES = cases()
+# The shared recordings are the slow (corpus) tier; the bundled samples stay in the fast one.
+PARAMS = [pytest.param(c, id=c.id, marks=() if c.id.startswith("sample:") else pytest.mark.slow)
+          for c in CASES]
 
 
 def portable(turn: Turn) -> dict:
@@ -45,7 +48,7 @@ def test_every_provider_has_cases():
     assert any(c.stream for c in CASES) and any(not c.stream for c in CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", PARAMS)
 def test_sdk_through_the_proxy_equals_direct_and_records_what_ingest_stores(
     case, upstream, proxy_url, token, owner, client
 ):
