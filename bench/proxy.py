@@ -9,6 +9,10 @@ event every ``--pace`` seconds) runs in its own process; the app runs in a daphn
 the upstream. Each round sends ``--streams`` requests at once, alternately direct and through
 the proxy (recording included: every proxied stream becomes a stored, published turn).
 
+``--forward-only`` sends the proxied requests to a path the proxy forwards without recording
+(``/v1/messages/bench``; the recorded upstream answers it the same), which splits the cost of
+forwarding from the cost of recording.
+
 Reported: added time to first byte p50/p99 (proxy minus direct), added total time p50, streams/s
 both ways, the daphne process's CPU per streamed KB, and whether any byte differed.
 Targets: added TTFB p50 <= 5 ms, p99 <= 20 ms at 20 concurrent streams.
@@ -149,6 +153,7 @@ async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: st
     total = {k: [r[1] * 1000 for r in v] for k, v in results.items()}
     return {
         "streams": args.streams, "rounds": args.rounds, "pace_s": args.pace,
+        "recording": not args.forward_only,
         "ttfb_ms": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99)}
                     for k, v in ttfb.items()},
         "added_ttfb_ms": {"p50": percentile(ttfb["proxy"], 0.5) - percentile(ttfb["direct"], 0.5),
@@ -167,6 +172,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pace", type=float, default=0.005, help="seconds between SSE events")
+    parser.add_argument("--forward-only", action="store_true",
+                        help="proxy through a path that is forwarded but not recorded")
     parser.add_argument("--upstream-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream_only:
@@ -192,7 +199,8 @@ def main() -> None:
             wait_listening(app_port, daphne, "daphne")
             report = asyncio.run(measure(
                 args, f"http://127.0.0.1:{up_port}/v1/messages",
-                f"http://127.0.0.1:{app_port}/proxy/anthropic/v1/messages", token, daphne.pid))
+                f"http://127.0.0.1:{app_port}/proxy/anthropic/v1/messages"
+                + ("/bench" if args.forward_only else ""), token, daphne.pid))
         finally:
             for proc in (daphne, upstream):
                 proc.terminate()
