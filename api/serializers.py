@@ -113,12 +113,19 @@ class ActivitySerializer(serializers.Serializer):
     summary = serializers.CharField(allow_blank=True)
     sources = serializers.JSONField(required=False)
     error_code = serializers.CharField(required=False, allow_blank=True)
+    output = serializers.JSONField(
+        required=False,
+        help_text="What it produced: text, stderr, return_code, error, images, tools.",
+    )
 
 
 class ToolCallSerializer(serializers.Serializer):
     id = serializers.CharField(allow_blank=True)
     name = serializers.CharField(allow_blank=True)
     arguments = serializers.JSONField()
+    incomplete = serializers.BooleanField(
+        required=False, help_text="The stream was cut while the arguments were arriving."
+    )
 
 
 class EventErrorSerializer(serializers.Serializer):
@@ -126,11 +133,17 @@ class EventErrorSerializer(serializers.Serializer):
     message = serializers.CharField(allow_blank=True)
 
 
+class RefusalSerializer(serializers.Serializer):
+    category = serializers.CharField(allow_blank=True)
+    explanation = serializers.CharField(allow_blank=True)
+
+
 class EventSerializer(serializers.Serializer):
     """One event. Which of the optional fields appear depends on ``kind`` (see the export
     contract): message → text, incomplete, attributions; reasoning → text, redacted,
     incomplete; hosted_activity → activity; tool_call_request → call; provider_artifact → type,
-    summary, display_html; error → error. ``payload`` only in the native projection."""
+    summary, display_html; error → error; refusal → refusal. ``payload`` only in the native
+    projection."""
 
     id = serializers.UUIDField()
     seq = serializers.IntegerField(min_value=1)
@@ -147,6 +160,7 @@ class EventSerializer(serializers.Serializer):
         required=False, allow_blank=True, help_text="Untrusted HTML; sanitize before display."
     )
     error = EventErrorSerializer(required=False)
+    refusal = RefusalSerializer(required=False)
     payload = PayloadSerializer(required=False, help_text="Native projection only.")
 
 

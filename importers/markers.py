@@ -12,6 +12,13 @@ import bisect
 import re
 from collections.abc import Iterable
 
+# What a marker cites when the export says no more: the sentence it follows (shared with the
+# adapters, whose providers write markers too).
+from streams.ranges import sentence_before
+
+__all__ = ["PRIVATE_USE", "TETHER_MARKER", "Removal", "marked_sentence_before", "nearest",
+           "sentence_before"]
+
 # ChatGPT's browsing marker: 【6†source】, 【3:0†source】, 【12†title†domain】.
 TETHER_MARKER = re.compile(r"【\d+(?::\d+)?†[^【】]*】")
 # Private-use characters of 2025 exports: U+E200 .. U+E201 wrap a reference ("cite", ids), U+E203
@@ -19,7 +26,6 @@ TETHER_MARKER = re.compile(r"【\d+(?::\d+)?†[^【】]*】")
 # U+E200-U+E2FF in every file seen; nothing else in chat text uses it.
 PRIVATE_USE = re.compile(r"\ue200[^\ue200\ue201]{0,200}\ue201|[\ue200-\ue2ff]")
 SENTENCE_OPEN, SENTENCE_CLOSE = "\ue203", "\ue204"
-_SENTENCE_END = re.compile(r"[.!?。！？](?=\s)|\n")
 
 
 class Removal:
@@ -71,28 +77,6 @@ def nearest(text: str, needle: str, hint: int) -> int | None:
             best = position
         position = text.find(needle, position + 1)
     return best
-
-
-def sentence_before(text: str, position: int) -> tuple[int, int] | None:
-    """The sentence (or line) that ends at ``position``, trailing space excluded: what a marker
-    placed there cites when the export does not say more."""
-    end = position
-    while end > 0 and text[end - 1].isspace():
-        end -= 1
-    if end == 0:
-        return None
-    # The sentence's own full stop may sit just before the marker: look before it.
-    search_to = end - 1 if text[end - 1] in ".!?。！？" else end
-    start = 0
-    for match in _SENTENCE_END.finditer(text, 0, search_to):
-        start = match.end()
-    while start < end and text[start].isspace():
-        start += 1
-    # A list item or heading: the markup is not part of the sentence.
-    match = re.match(r"(?:[-*+]|\d+[.)]|#{1,6})\s+|\*\*", text[start:end])
-    if match and start + match.end() < end:
-        start += match.end()
-    return (start, end) if start < end else None
 
 
 def marked_sentence_before(text: str, position: int) -> tuple[int, int] | None:

@@ -30,8 +30,12 @@ from typing import Any, ClassVar
 import orjson
 
 __all__ = [
+    "ACTIVITY_OUTPUT",
     "ACTIVITY_STATES",
     "BODIES",
+    "IMAGE_MEDIA_TYPES",
+    "MAX_IMAGE_URL_CHARS",
+    "MAX_OUTPUT_TEXT_CHARS",
     "MESSAGE",
     "ActivityBody",
     "ArtifactBody",
@@ -39,6 +43,7 @@ __all__ = [
     "ErrorBody",
     "MessageBody",
     "ReasoningBody",
+    "RefusalBody",
     "ToolCallBody",
     "ToolResultBody",
     "body_class",
@@ -47,6 +52,20 @@ __all__ = [
 ]
 
 ACTIVITY_STATES = ("started", "completed", "failed")
+# What a hosted activity's ``output`` may say (the schema closes it to these keys):
+#   text         the text it returned (a run's stdout or logs, an MCP result, advice, a file)
+#   stderr       a run's standard error
+#   return_code  a run's exit status (an integer)
+#   error        the provider's error message, when the activity failed
+#   images       images it produced: [{"url": a data: URL, "media_type": "image/png"}, ...]
+#   tools        names of the tools it found or listed
+ACTIVITY_OUTPUT = ("text", "stderr", "return_code", "error", "images", "tools")
+# An image is kept in ``output`` only as a base64 data: URL of one of these raster types (never
+# SVG, which can carry script) and no longer than this; anything else stays in the payload only.
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+MAX_IMAGE_URL_CHARS = 4 * 1024 * 1024
+# Longer output text is cut (the payload keeps all of it).
+MAX_OUTPUT_TEXT_CHARS = 20_000
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -107,6 +126,8 @@ class ActivityBody:
     # Sources the activity consulted, in provider order: ({"url": ..., "title": ...}, ...).
     sources: tuple[Mapping[str, Any], ...] | None = None
     error_code: str | None = None
+    # What it produced (keys: ACTIVITY_OUTPUT). A reader checks each value's type itself.
+    output: Mapping[str, Any] | None = None
 
     def to_body(self) -> dict[str, Any]:
         activity: dict[str, Any] = {
@@ -117,6 +138,8 @@ class ActivityBody:
             activity["sources"] = [dict(source) for source in self.sources]
         if self.error_code is not None:
             activity["error_code"] = self.error_code
+        if self.output is not None:
+            activity["output"] = dict(self.output)
         return {"activity": activity}
 
     @classmethod
@@ -124,6 +147,7 @@ class ActivityBody:
         activity = _mapping(_mapping(body).get("activity"))
         sources = activity.get("sources")
         error_code = activity.get("error_code")
+        output = activity.get("output")
         return cls(
             _str(activity.get("id")),
             _str(activity.get("name")),
@@ -133,26 +157,34 @@ class ActivityBody:
             tuple(s for s in sources if isinstance(s, Mapping))
             if isinstance(sources, list | tuple) else None,
             error_code if isinstance(error_code, str) else None,
+            output if isinstance(output, Mapping) else None,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallBody:
     """A client tool call the model asked the host to run. ``arguments`` is any JSON value,
-    as the provider sent it."""
+    as the provider sent it. ``incomplete``: the stream was cut while the arguments were still
+    arriving (True, or None: absent from the stored body, so complete calls keep their shape)."""
 
     kind: ClassVar[str] = "tool_call_request"
     id: str
     name: str
     arguments: Any = None
+    incomplete: bool | None = None
 
     def to_body(self) -> dict[str, Any]:
-        return {"call": {"id": self.id, "name": self.name, "arguments": self.arguments}}
+        call = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.incomplete is not None:
+            call["incomplete"] = self.incomplete
+        return {"call": call}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ToolCallBody:
         call = _mapping(_mapping(body).get("call"))
-        return cls(_str(call.get("id")), _str(call.get("name")), call.get("arguments"))
+        incomplete = call.get("incomplete")
+        return cls(_str(call.get("id")), _str(call.get("name")), call.get("arguments"),
+                   incomplete if isinstance(incomplete, bool) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,13 +252,33 @@ class ToolResultBody:
                    result.get("is_error") is True)
 
 
-Body = (MessageBody | ReasoningBody | ActivityBody | ToolCallBody | ToolResultBody
-        | ArtifactBody | ErrorBody)
+@dataclass(frozen=True, slots=True)
+class RefusalBody:
+    """Why the provider refused to answer, as it said (Anthropic's ``stop_details``): a
+    category (e.g. ``reasoning_extraction``) and an explanation for the reader."""
+
+    kind: ClassVar[str] = "refusal"
+    category: str
+    explanation: str = ""
+
+    def to_body(self) -> dict[str, Any]:
+        return {"refusal": {"category": self.category, "explanation": self.explanation}}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RefusalBody:
+        refusal = _mapping(_mapping(body).get("refusal"))
+        return cls(_str(refusal.get("category")), _str(refusal.get("explanation")))
+
+
+Body = (
+    MessageBody | ReasoningBody | ActivityBody | ToolCallBody | ToolResultBody | ArtifactBody
+    | ErrorBody | RefusalBody
+)
 
 BODIES: dict[str, type[Body]] = {
     cls.kind: cls
     for cls in (MessageBody, ReasoningBody, ActivityBody, ToolCallBody, ToolResultBody,
-                ArtifactBody, ErrorBody)
+                ArtifactBody, ErrorBody, RefusalBody)
 }
 
 

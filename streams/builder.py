@@ -23,6 +23,7 @@ from streams.bodies import (
     Body,
     ErrorBody,
     ReasoningBody,
+    RefusalBody,
     ToolCallBody,
 )
 from streams.registries import ACTIVITY_NAMES, END_REASONS, EVENT_KINDS, TRIGGERS
@@ -32,6 +33,7 @@ log = logging.getLogger("turnscope.builder")
 _PRODUCER = __name__
 for _kind in (
     "message", "reasoning", "hosted_activity", "tool_call_request", "provider_artifact", "error",
+    "refusal",
 ):
     EVENT_KINDS.register(_kind, producer=_PRODUCER)
 END_REASONS.register("interrupted", producer=_PRODUCER)
@@ -179,13 +181,17 @@ class EventBuilder:
         ACTIVITY_NAMES.check(name)
         self._activities[activity_id] = {"name": name, "state": state, "input": activity_input}
         body = ActivityBody(activity_id, name, state, activity_input, part.summary, part.sources,
-                            part.error_code)
+                            part.error_code, part.output)
         # Positional: EventRecord(kind, text, incomplete, body, attributions, payload)
         return [EventRecord("hosted_activity", "", False, body, [], part.payload)]
 
     def _tool_call(self, part: parts.ToolCall) -> list[EventRecord]:
-        body = ToolCallBody(part.call_id, part.name, part.arguments)
+        body = ToolCallBody(part.call_id, part.name, part.arguments, part.incomplete or None)
         return [EventRecord("tool_call_request", body=body, payload=part.payload)]
+
+    def _refusal(self, part: parts.Refusal) -> list[EventRecord]:
+        body = RefusalBody(part.category, part.explanation)
+        return [EventRecord("refusal", body=body, payload=part.payload)]
 
     def _artifact(self, part: parts.Artifact) -> list[EventRecord]:
         body = ArtifactBody(part.type, part.summary, part.display_html or None)
@@ -300,6 +306,7 @@ _HANDLERS: dict[type, _Handler] = {
     parts.Activity: EventBuilder._activity,
     parts.ToolCall: EventBuilder._tool_call,
     parts.Artifact: EventBuilder._artifact,
+    parts.Refusal: EventBuilder._refusal,
     parts.Usage: EventBuilder._usage,
     parts.ResponseEnd: EventBuilder._response_end,
     parts.StreamError: EventBuilder._stream_error,

@@ -102,16 +102,22 @@ class Activity:
     sources: tuple[dict[str, str], ...] = ()
     error_code: str = ""
     payload: Payload | None = None
+    # What the activity produced, for display (``streams.bodies.ACTIVITY_OUTPUT`` says which
+    # keys): the text it returned, a run's stderr and return code, images, tools it found.
+    output: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class ToolCall:
-    """A client tool call the model asked the host to run."""
+    """A client tool call the model asked the host to run. ``incomplete``: the stream was cut
+    while its arguments were still arriving (``arguments`` holds what arrived); such a call is
+    recorded, never handed to the host."""
 
     call_id: str
     name: str
     arguments: Any = None
     payload: Payload | None = None
+    incomplete: bool = False
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -123,6 +129,16 @@ class Artifact:
     # Untrusted HTML the provider requires to be shown as provided (Google's search entry
     # point). The renderer sanitizes and isolates it; it is part of the portable projection.
     display_html: str = ""
+    payload: Payload | None = None
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Refusal:
+    """Why the provider refused, when it says (Anthropic's ``stop_details``): its category and
+    explanation. The response still ends with ``ResponseEnd("refusal")``."""
+
+    category: str
+    explanation: str = ""
     payload: Payload | None = None
 
 
@@ -158,6 +174,7 @@ Part = (
     | Activity
     | ToolCall
     | Artifact
+    | Refusal
     | Usage
     | ResponseEnd
     | StreamError

@@ -6,6 +6,8 @@ A range is stored only if it addresses the event's final text exactly; otherwise
 
 from __future__ import annotations
 
+import re
+
 from streams.parts import RangeUnit
 
 
@@ -100,3 +102,37 @@ def _search(text: str, quote: str | None, hint: int) -> tuple[int, int] | None:
     if best is None:
         return None
     return best, best + len(quote)
+
+
+# A sentence ends at a full stop (or ! ? and their CJK forms) before a space, or a line break.
+# Not at an abbreviation: a stop followed by a lower-case word ("U.S. data"), or after an
+# initial or a short title ("J. Smith", "St. Louis", "Dr. Who").
+_SENTENCE_END = re.compile(
+    r"(?<![A-Za-z]\.[A-Za-z])(?<!\b[A-Z])(?<!\b(?:Mr|Ms|Dr|St|Jr|Sr|Mt|vs))(?<!\bMrs)"
+    r"[.!?。！？](?=\s)(?!\s+[a-z])|\n"
+)
+
+
+def sentence_before(text: str, position: int) -> tuple[int, int] | None:
+    """The sentence (or line) that ends at ``position``, trailing space excluded: what a
+    citation marker placed there cites when the provider (or the export) says no more."""
+    end = position
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    if end == 0:
+        return None
+    # The sentence's own full stop may sit just before the marker: look before it.
+    search_to = end - 1 if text[end - 1] in ".!?。！？" else end
+    start = 0
+    for match in _SENTENCE_END.finditer(text, 0, search_to):
+        start = match.end()
+    while start < end and text[start].isspace():
+        start += 1
+    # A list item or heading: the markup is not part of the sentence.
+    markup = _LEAD_MARKUP.match(text, start, end)
+    if markup and markup.end() < end:
+        start = markup.end()
+    return (start, end) if start < end else None
+
+
+_LEAD_MARKUP = re.compile(r"(?:[-*+]|\d+[.)]|#{1,6})\s+|\*\*")  # a list item's or heading's

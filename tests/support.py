@@ -13,6 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("TURNSCOPE_SHARED", REPO.parent / "shared"))
 PROVIDER_FIXTURES = SHARED / "fixtures" / "providers"
+MORE_FIXTURES = SHARED / "fixtures" / "providers-more"  # the second set: server tools, MCP, ...
+FIXTURE_SETS = ("providers", "providers-more")
 SECURITY_FIXTURES = SHARED / "fixtures" / "security"
 OPENWOP_FIXTURES = SHARED / "fixtures" / "openwop"
 
@@ -25,8 +27,8 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-def provider_fixture(provider: str, name: str) -> Path:
-    return shared_path("fixtures", "providers", provider, name)
+def provider_fixture(provider: str, name: str, fixture_set: str = "providers") -> Path:
+    return shared_path("fixtures", fixture_set, provider, name)
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,10 @@ def cassette_responses(path: Path) -> list[Recorded]:
     return out
 
 
-def recorded(provider: str, name: str) -> list[Recorded]:
-    """Every response a fixture file holds (cassettes may hold several)."""
-    path = provider_fixture(provider, name)
+def recorded(provider: str, name: str, fixture_set: str = "providers") -> list[Recorded]:
+    """Every response a fixture file holds (cassettes may hold several); ``fixture_set`` is
+    the folder under ../shared/fixtures ("providers" or "providers-more")."""
+    path = provider_fixture(provider, name, fixture_set)
     if path.suffix == ".yaml":
         return cassette_responses(path)
     return [Recorded(raw=path.read_bytes())]

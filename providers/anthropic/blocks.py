@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from providers.protocol import WireContext
-from providers.values import as_str, clip, count
+from providers.values import as_int, as_list, as_str, clip, count, output_text
 from streams.errors import MalformedInput
 from streams.parts import (
     Activity,
@@ -26,6 +26,7 @@ from streams.parts import (
     Citation,
     Part,
     Payload,
+    Refusal,
     ResponseEnd,
     ResponseStart,
     StreamError,
@@ -61,22 +62,32 @@ _PRODUCER = __package__ or __name__  # the adapter package is the producer
 for _reason in {*END_REASON_MAP.values(), "error"}:
     END_REASONS.register(_reason, producer=_PRODUCER)
 
-# server_tool_use name -> registered activity name (bash / text editor run inside code execution).
-HOSTED_TOOLS = {
-    "web_search": "web_search",
-    "web_fetch": "web_fetch",
-    "code_execution": "code_execution",
-    "bash_code_execution": "code_execution",
-    "text_editor_code_execution": "code_execution",
+# server_tool_use name -> (registered activity name, the request tool family that versions it).
+# Bash and the text editor run inside code execution (its code_execution_20250825 tool).
+HOSTED_TOOLS: dict[str, tuple[str, str]] = {
+    "web_search": ("web_search", "web_search"),
+    "web_fetch": ("web_fetch", "web_fetch"),
+    "code_execution": ("code_execution", "code_execution"),
+    "bash_code_execution": ("code_execution", "code_execution"),
+    "text_editor_code_execution": ("code_execution", "code_execution"),
+    "advisor": ("advisor", "advisor"),
+    "tool_search_tool_bm25": ("tool_search", "tool_search_tool_bm25"),
+    "tool_search_tool_regex": ("tool_search", "tool_search_tool_regex"),
 }
-RESULT_BLOCKS = {
-    "web_search_tool_result": "web_search",
-    "web_fetch_tool_result": "web_fetch",
-    "code_execution_tool_result": "code_execution",
-    "bash_code_execution_tool_result": "code_execution",
-    "text_editor_code_execution_tool_result": "code_execution",
+# An MCP connector call (``mcp_tool_use``, its server in ``server_name``): run by Anthropic.
+MCP_CALL = "mcp_call"
+# *_tool_result type -> (activity name, the request tool families that may version it).
+RESULT_BLOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "web_search_tool_result": ("web_search", ("web_search",)),
+    "web_fetch_tool_result": ("web_fetch", ("web_fetch",)),
+    "code_execution_tool_result": ("code_execution", ("code_execution",)),
+    "bash_code_execution_tool_result": ("code_execution", ("code_execution",)),
+    "text_editor_code_execution_tool_result": ("code_execution", ("code_execution",)),
+    "advisor_tool_result": ("advisor", ("advisor",)),
+    "tool_search_tool_result": ("tool_search", ("tool_search_tool_bm25", "tool_search_tool_regex")),
+    "mcp_tool_result": (MCP_CALL, ()),
 }
-for _name in sorted(set(HOSTED_TOOLS.values())):
+for _name in sorted({name for name, _ in HOSTED_TOOLS.values()} | {MCP_CALL}):
     ACTIVITY_NAMES.register(_name, producer=_PRODUCER)
 
 _TOOL_VERSION = re.compile(r"^([a-z_]+?)_(\d{8})$")
@@ -149,9 +160,12 @@ class Versions:
                 tools.setdefault(match.group(1), kind)
         return cls(context.api_version or DEFAULT_API_VERSION, tools)
 
-    def payload(self, fmt: str, value: Any, tool: str | None = None) -> Payload:
-        if tool and tool in self.tools:
-            return Payload(PROVIDER, fmt, f"{self.api}+{self.tools[tool]}", value)
+    def payload(self, fmt: str, value: Any, tool: str | tuple[str, ...] | None = None) -> Payload:
+        """The payload of ``value``, versioned by the first of the hosted tool families
+        ``tool`` names that the request declared."""
+        for family in (tool,) if isinstance(tool, str) else tool or ():
+            if family in self.tools:
+                return Payload(PROVIDER, fmt, f"{self.api}+{self.tools[family]}", value)
         return Payload(PROVIDER, fmt, self.api, value)
 
 
@@ -185,18 +199,26 @@ def citation(key: str, cite: Any, versions: Versions, line: int) -> Citation:
 
 
 def _text_block(key: str, block: dict[str, Any], v: Versions, line: int) -> Iterator[Part]:
+    text, cites = as_str(block.get("text")), block.get("citations") or ()
+    if not text and not cites:
+        return  # an empty text block is no message
     yield BlockStart(key, "message")
-    if text := as_str(block.get("text")):
+    if text:
         yield TextDelta(key, text)
-    for cite in block.get("citations") or ():
+    for cite in cites:
         yield citation(key, cite, v, line)
     yield BlockEnd(key, v.payload(BLOCK, block))
 
 
 def _thinking_block(key: str, block: dict[str, Any], v: Versions, line: int) -> Iterator[Part]:
+    text = as_str(block.get("thinking"))
+    if not text:
+        # Thinking the API leaves out (an empty ``thinking`` with its signature): reasoning
+        # whose content is opaque, like redacted_thinking.
+        yield from _redacted_block(key, block, v, line)
+        return
     yield BlockStart(key, "reasoning")
-    if text := as_str(block.get("thinking")):
-        yield TextDelta(key, text)
+    yield TextDelta(key, text)
     yield BlockEnd(key, v.payload(BLOCK, block))
 
 
@@ -219,47 +241,66 @@ def _server_tool_block(key: str, block: dict[str, Any], v: Versions, line: int) 
     call_id, tool = block.get("id"), block.get("name")
     if not isinstance(call_id, str) or not isinstance(tool, str):
         raise MalformedInput("a server_tool_use block needs string 'id' and 'name'", line=line)
-    name = HOSTED_TOOLS.get(tool)
-    if name is None:  # a hosted tool this version does not know (tool search, ...)
+    hosted = HOSTED_TOOLS.get(tool)
+    if hosted is None:  # a hosted tool this version does not know
         yield artifact("server_tool_use", f"hosted tool {tool}", v.payload(BLOCK, block))
         return
+    name, family = hosted
     args = block.get("input")
     yield Activity(
         activity_id=call_id,
         name=name,
         state="started",
         input=args if isinstance(args, dict) else {},
-        payload=v.payload(BLOCK, block, name),
+        payload=v.payload(BLOCK, block, family),
     )
+
+
+def _mcp_tool_block(key: str, block: dict[str, Any], v: Versions, line: int) -> Iterator[Part]:
+    """An MCP connector call: which server, which of its tools, with what arguments."""
+    call_id, tool = block.get("id"), block.get("name")
+    if not isinstance(call_id, str) or not isinstance(tool, str):
+        raise MalformedInput("an mcp_tool_use block needs string 'id' and 'name'", line=line)
+    described = {"server": as_str(block.get("server_name")), "tool": tool,
+                 "arguments": block.get("input")}
+    yield Activity(call_id, MCP_CALL, "started", described, payload=v.payload(BLOCK, block))
 
 
 def result_block(key: str, block: dict[str, Any], v: Versions, line: int) -> Iterator[Part]:
     kind = as_str(block.get("type"))
-    name = RESULT_BLOCKS[kind]
+    name, families = RESULT_BLOCKS[kind]
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
         raise MalformedInput(f"a {kind} block needs a string 'tool_use_id'", line=line)
-    payload = v.payload(BLOCK, block, name)
+    payload = v.payload(BLOCK, block, families)
     content = block.get("content")
     if isinstance(content, dict) and (
         "error_code" in content or as_str(content.get("type")).endswith("error")
     ):
         # A hosted tool error is a 200 response with an error object instead of a result.
         code = as_str(content.get("error_code")) or "error"
-        yield Activity(call_id, name, "failed", summary=code, error_code=code, payload=payload)
+        message = as_str(content.get("error_message"))
+        output = {"error": output_text(message)} if message else None
+        yield Activity(call_id, name, "failed", summary=code, error_code=code, payload=payload,
+                       output=output)
         return
-    state, summary, sources, error_code = _SUMMARIZERS[name](content)
-    # Positional: Activity(activity_id, name, state, input, summary, sources, error_code, payload)
-    yield Activity(call_id, name, state, {}, summary, sources, error_code, payload)
+    if kind == "mcp_tool_result":
+        state, summary, sources, error_code, output = _mcp_summary(content, block)
+    else:
+        state, summary, sources, error_code, output = _SUMMARIZERS[name](content)
+    # Positional: Activity(activity_id, name, state, input, summary, sources, error_code,
+    # payload, output)
+    yield Activity(call_id, name, state, {}, summary, sources, error_code, payload, output)
 
 
-_Summary = tuple[Any, str, tuple[dict[str, str], ...], str]  # state, summary, sources, error
+# state, summary, sources, error code, output
+_Summary = tuple[Any, str, tuple[dict[str, str], ...], str, dict[str, Any] | None]
 
 
 def _search_summary(content: Any) -> _Summary:
     results = [r for r in content if isinstance(r, dict)] if isinstance(content, list) else []
     if not results:
-        return "completed", "no results", (), ""  # an empty list: searched, matched nothing
+        return "completed", "no results", (), "", None  # an empty list: searched, found nothing
     # One comprehension with the string checks inline: a search returns many results.
     sources = tuple([
         {
@@ -269,37 +310,87 @@ def _search_summary(content: Any) -> _Summary:
         for r in results
         if (url := r.get("url"))
     ])
-    return "completed", count(len(results), "result"), sources, ""
+    return "completed", count(len(results), "result"), sources, "", None
 
 
 def _fetch_summary(content: Any) -> _Summary:
     if not isinstance(content, dict):
-        return "completed", "", (), ""
+        return "completed", "", (), "", None
     url = as_str(content.get("url"))
     document = content.get("content")
     title = as_str(document.get("title")) if isinstance(document, dict) else ""
     sources = ({"url": url, "title": title},) if url else ()
-    return "completed", clip(title or url), sources, ""
+    return "completed", clip(title or url), sources, "", None
+
+
+def _run_output(content: dict[str, Any]) -> dict[str, Any]:
+    """A run's stdout, stderr and return code, as far as the result gives them."""
+    output: dict[str, Any] = {}
+    for field, key in (("stdout", "text"), ("stderr", "stderr")):
+        if text := as_str(content.get(field)):
+            output[key] = output_text(text)
+    code = as_int(content.get("return_code"))
+    if code is not None:
+        output["return_code"] = code
+    return output
 
 
 def _code_summary(content: Any) -> _Summary:
     """Code that ran and raised (return_code != 0) still completed; `failed` is for an error
     object (the tool did not run) or an aborted run."""
     if not isinstance(content, dict):
-        return "completed", "", (), ""
+        return "completed", "", (), "", None
+    output = _run_output(content)
     abort = as_str(content.get("abort_reason"))
     if abort:
-        return "failed", abort, (), abort
+        return "failed", abort, (), abort, output or None
     kind = as_str(content.get("type"))
     if "return_code" in content:
         summary = f"exit code {content['return_code']}"
         lines = [s for s in as_str(content.get("stderr")).splitlines() if s.strip()]
         if content["return_code"] != 0 and lines:
             summary = f"{summary}: {lines[-1].strip()}"
-        return "completed", clip(summary), (), ""
+        return "completed", clip(summary), (), "", output or None
     if kind == "text_editor_code_execution_create_result" and content.get("is_file_update"):
-        return "completed", "updated file", (), ""
-    return "completed", _EDITOR_SUMMARIES.get(kind, ""), (), ""
+        return "completed", "updated file", (), "", None
+    if kind == "text_editor_code_execution_view_result":
+        text = as_str(content.get("content"))
+        return "completed", "viewed file", (), "", {"text": output_text(text)} if text else None
+    if kind == "text_editor_code_execution_str_replace_result":
+        lines = [line for line in as_list(content.get("lines")) if isinstance(line, str)]
+        shown = {"text": output_text("\n".join(lines))} if lines else None
+        return "completed", "edited file", (), "", shown
+    return "completed", _EDITOR_SUMMARIES.get(kind, ""), (), "", None
+
+
+def _advice_summary(content: Any) -> _Summary:
+    """The advisor's answer (``advisor_result``: its text)."""
+    text = as_str(content.get("text")) if isinstance(content, dict) else ""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return "completed", clip(first), (), "", {"text": output_text(text)} if text else None
+
+
+def _tool_search_summary(content: Any) -> _Summary:
+    """The tools a tool search found (``tool_references``), by name."""
+    references = as_list(content.get("tool_references")) if isinstance(content, dict) else []
+    names = [as_str(r.get("tool_name")) for r in references if isinstance(r, dict)]
+    names = [name for name in names if name]
+    summary = count(len(names), "tool") if names else "no tools found"
+    return "completed", summary, (), "", {"tools": names}
+
+
+def _mcp_summary(content: Any, block: dict[str, Any]) -> _Summary:
+    """An MCP result: its text blocks; ``is_error`` says the tool reported an error."""
+    texts = [as_str(c.get("text")) for c in as_list(content) if isinstance(c, dict)]
+    if isinstance(content, str):
+        texts = [content]
+    text = "\n\n".join(t for t in texts if t)
+    first = clip(next((line.strip() for line in text.splitlines() if line.strip()), ""))
+    if block.get("is_error") is True:
+        return "failed", first or "tool error", (), "tool_error", (
+            {"error": output_text(text)} if text else None
+        )
+    return "completed", first, (), "", {"text": output_text(text)} if text else None
 
 
 _EDITOR_SUMMARIES = {
@@ -312,6 +403,8 @@ _SUMMARIZERS: dict[str, Callable[[Any], _Summary]] = {
     "web_search": _search_summary,
     "web_fetch": _fetch_summary,
     "code_execution": _code_summary,
+    "advisor": _advice_summary,
+    "tool_search": _tool_search_summary,
 }
 
 _BlockHandler = Callable[[str, dict[str, Any], Versions, int], Iterator[Part]]
@@ -321,6 +414,7 @@ WHOLE_BLOCKS: dict[str, _BlockHandler] = {
     "redacted_thinking": _redacted_block,
     "tool_use": _tool_use_block,
     "server_tool_use": _server_tool_block,
+    "mcp_tool_use": _mcp_tool_block,
     **dict.fromkeys(RESULT_BLOCKS, result_block),
 }
 
@@ -350,7 +444,8 @@ def server_tool_usage(usage: Any) -> Usage | None:
 
 
 def message_end(stop: dict[str, Any], v: Versions) -> Iterator[Part]:
-    """ResponseEnd for a stop_reason; an unknown reason is kept whole in an Artifact first."""
+    """ResponseEnd for a stop_reason; an unknown reason is kept whole in an Artifact first,
+    and a refusal's ``stop_details`` (category, explanation) come first as a Refusal."""
     reason = stop.get("stop_reason")
     if reason is None:
         yield ResponseEnd(UNKNOWN_END_REASON)  # message_stop without a reason: it did finish
@@ -359,6 +454,12 @@ def message_end(stop: dict[str, Any], v: Versions) -> Iterator[Part]:
     if mapped is None:
         yield artifact("stop_reason", f"unknown stop_reason {reason!r}", v.payload(STOP, stop))
         mapped = UNKNOWN_END_REASON
+    details = stop.get("stop_details")
+    if mapped == "refusal" and isinstance(details, dict):
+        yield Refusal(
+            as_str(details.get("category")), as_str(details.get("explanation")),
+            v.payload(STOP, stop),
+        )
     yield ResponseEnd(mapped)
 
 

@@ -33,7 +33,7 @@ from providers.protocol import ResponseParser, WireContext
 from providers.values import as_str
 from providers.wire import DONE, Row, WireKind
 from streams.errors import MalformedInput
-from streams.parts import Artifact, BlockEnd, BlockStart, Part, TextDelta
+from streams.parts import Artifact, BlockEnd, BlockStart, Part, TextDelta, Usage
 
 # Stream event types (a lone one read as a body is still a stream: e.g. cut after its first).
 _STREAM_EVENTS = {
@@ -96,8 +96,8 @@ class _Open:
     """A content block whose content_block_stop has not arrived yet."""
 
     __slots__ = (
-        "block", "citations", "deltas", "json", "key", "line", "on_delta", "signature", "text",
-        "text_delta", "text_field", "type",
+        "block", "citations", "deltas", "json", "key", "line", "on_delta", "pending", "signature",
+        "text", "text_delta", "text_field", "type",
     )
 
     def __init__(self, key: str, block: dict[str, Any], line: int) -> None:
@@ -116,6 +116,10 @@ class _Open:
         self.text_delta: str | None
         self.text_delta, self.text_field = _TEXT_DELTAS.get(self.type, (None, ""))
         self.on_delta = _DELTAS.get(self.type, {})
+        # A text or thinking block's BlockStart, held until its first text (or citation): an
+        # empty text block is no message, and thinking the API leaves out (no text, only a
+        # signature) is redacted reasoning, known only at its stop.
+        self.pending: BlockStart | None = None
 
 
 # Handlers return a tuple, not a generator: one runs for almost every event of a stream, and a
@@ -133,6 +137,9 @@ class _Stream:
         self.open: dict[int, _Open] = {}
         self.keys: set[str] = set()
         self.stop: dict[str, Any] = {}
+        # Usage a whole message in message_start carried, reported unless a message_delta
+        # (whose usage is the final count) follows.
+        self.start_usage: Usage | None = None
 
     def feed(self, row: Row) -> Iterable[Part]:
         if self.finished:
@@ -168,12 +175,28 @@ class _Stream:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _message_start(self, event: dict[str, Any], line: int) -> _Parts:
+    def _message_start(self, event: dict[str, Any], line: int) -> Iterable[Part]:
         message = event.get("message")
         if self.started or not isinstance(message, dict):
             raise MalformedInput("a message_start must come once and carry a 'message'", line=line)
         self.started = True
-        return (response_start(message),)
+        content = message.get("content")
+        if not content:
+            return (response_start(message),)
+        # The message may arrive with its content (and its stop_reason) already in it, e.g. a
+        # programmatic tool call: read those blocks whole, keyed apart from streamed ones.
+        if not isinstance(content, list):
+            raise MalformedInput("message_start 'content' must be a list", line=line)
+        if message.get("stop_reason") is not None:
+            self.stop = {
+                k: message[k] for k in ("stop_reason", "stop_sequence", "stop_details")
+                if k in message
+            }
+            self.start_usage = server_tool_usage(message.get("usage"))
+        parts: list[Part] = [response_start(message)]
+        for position, block in enumerate(content):
+            parts.extend(whole_block(f"m{position}", block, self.v, line))
+        return parts
 
     def _block_start(self, event: dict[str, Any], line: int) -> Iterable[Part]:
         index, block = event.get("index"), event.get("content_block")
@@ -191,15 +214,19 @@ class _Stream:
         self.open[index] = state
         kind = state.type
         if kind == "text":
+            state.pending = BlockStart(key, "message")
             cites = block.get("citations") or ()
             state.citations = list(cites)
+            opened = self._text(state, as_str(block.get("text")))
+            if not cites:
+                return opened
             return (
-                BlockStart(key, "message"),
-                *self._text(state, as_str(block.get("text"))),
+                *opened, *self._open(state),
                 *(citation(key, cite, self.v, line) for cite in cites),
             )
         if kind == "thinking":
-            return (BlockStart(key, "reasoning"), *self._text(state, as_str(block.get("thinking"))))
+            state.pending = BlockStart(key, "reasoning")
+            return self._text(state, as_str(block.get("thinking")))
         if kind == "redacted_thinking":
             payload = self.v.payload(BLOCK, block)
             return (BlockStart(key, "reasoning", redacted=True, payload=payload),)
@@ -230,12 +257,18 @@ class _Stream:
         del self.open[event["index"]]
         kind = state.type
         if kind == "text":
+            if state.pending is not None:
+                return ()  # an empty text block (no text, no citations) is no message
             return (BlockEnd(state.key, self.v.payload(BLOCK, self._text_value(state))),)
         if kind == "thinking":
-            return (BlockEnd(state.key, self.v.payload(BLOCK, self._thinking_value(state))),)
+            payload = self.v.payload(BLOCK, self._thinking_value(state))
+            if state.pending is not None:  # no text at all: the thinking was left out
+                start = BlockStart(state.key, "reasoning", True, payload)
+                return (start, BlockEnd(state.key, payload))
+            return (BlockEnd(state.key, payload),)
         if kind == "redacted_thinking":
             return (BlockEnd(state.key, self.v.payload(BLOCK, state.block)),)
-        if kind in ("tool_use", "server_tool_use"):
+        if kind in _TOOL_BLOCKS:
             return whole_block(state.key, self._tool_value(state), self.v, state.line)
         if kind not in RESULT_BLOCKS:
             return (self._unknown(state),)
@@ -245,11 +278,14 @@ class _Stream:
         delta = event.get("delta")
         if isinstance(delta, dict):
             self.stop = delta
+        self.start_usage = None
         usage = server_tool_usage(event.get("usage"))
         return (usage,) if usage else ()
 
     def _message_stop(self, event: dict[str, Any], line: int) -> Iterable[Part]:
         self.finished = True
+        if self.start_usage is not None:
+            return (self.start_usage, *message_end(self.stop, self.v))
         return message_end(self.stop, self.v)
 
     def _ping(self, event: dict[str, Any], line: int) -> _Parts:
@@ -264,7 +300,20 @@ class _Stream:
     @staticmethod
     def _text(state: _Open, text: str) -> _Parts:
         state.text.append(text)
-        return (TextDelta(state.key, text),) if text else ()
+        if not text:
+            return ()
+        if state.pending is not None:  # the block opens with its first text
+            start, state.pending = state.pending, None
+            return (start, TextDelta(state.key, text))
+        return (TextDelta(state.key, text),)
+
+    @staticmethod
+    def _open(state: _Open) -> _Parts:
+        """The held BlockStart, if the block has not opened yet (a citation opens it too)."""
+        if state.pending is None:
+            return ()
+        start, state.pending = state.pending, None
+        return (start,)
 
     def _signature_delta(self, state: _Open, delta: dict[str, Any]) -> _Parts:
         state.signature.append(as_str(delta.get("signature")))
@@ -274,7 +323,7 @@ class _Stream:
         cite = delta.get("citation")
         part = citation(state.key, cite, self.v, state.line)
         state.citations.append(cite)
-        return (part,)
+        return (*self._open(state), part) if state.pending is not None else (part,)
 
     def _json_delta(self, state: _Open, delta: dict[str, Any]) -> _Parts:
         state.json.append(as_str(delta.get("partial_json")))
@@ -326,7 +375,7 @@ class _Stream:
         parts: list[Part] = []
         for index in sorted(self.open):
             state = self.open[index]
-            if state.type == "server_tool_use":
+            if state.type in _HOSTED_CALL_BLOCKS:
                 value = self._tool_value(state, cut=True)
                 parts.extend(whole_block(state.key, value, self.v, state.line))
             elif state.type not in WHOLE_BLOCKS:
@@ -359,7 +408,12 @@ _DELTAS: dict[str, dict[str, _Delta]] = {
     "thinking": {"signature_delta": _Stream._signature_delta},
     "tool_use": {"input_json_delta": _Stream._json_delta},
     "server_tool_use": {"input_json_delta": _Stream._json_delta},
+    "mcp_tool_use": {"input_json_delta": _Stream._json_delta},
 }
+# Blocks whose input streams as JSON: read whole at their stop. A hosted call cut before its
+# stop is still known to have started (a client call is never handed over half-read).
+_HOSTED_CALL_BLOCKS = ("server_tool_use", "mcp_tool_use")
+_TOOL_BLOCKS = ("tool_use", *_HOSTED_CALL_BLOCKS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,5 +453,6 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "redacted_thinking": ("data",),
     "tool_use": ("id", "name", "input"),
     "server_tool_use": ("id", "name", "input"),
+    "mcp_tool_use": ("id", "name", "input"),
     **dict.fromkeys(RESULT_BLOCKS, ("tool_use_id", "content")),
 }

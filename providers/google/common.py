@@ -33,11 +33,12 @@ END_TURN, MAX_TOKENS, TOOL_USE, REFUSAL, ERROR_END = (
     "error",
 )
 WEB_SEARCH, CODE_EXECUTION = "web_search", "code_execution"
+FILE_SEARCH, WEB_FETCH = "file_search", "web_fetch"  # File Search; URL context (generate only)
 # Registered once for both wire formats: the adapter package is their producer.
 _PRODUCER = __package__ or __name__
 for _reason in (END_TURN, MAX_TOKENS, TOOL_USE, REFUSAL, ERROR_END):
     END_REASONS.register(_reason, producer=_PRODUCER)
-for _name in (WEB_SEARCH, CODE_EXECUTION):
+for _name in (WEB_SEARCH, CODE_EXECUTION, FILE_SEARCH, WEB_FETCH):
     ACTIVITY_NAMES.register(_name, producer=_PRODUCER)
 
 # Part keys that annotate a part rather than say what it is.

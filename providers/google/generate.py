@@ -6,6 +6,7 @@ of chunks).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from providers.google.common import (
     CODE_EXECUTION,
     END_TURN,
     ERROR_END,
+    FILE_SEARCH,
     MAX_TOKENS,
     METADATA,
     PART,
@@ -23,6 +25,7 @@ from providers.google.common import (
     REFUSAL,
     TEXT_METADATA,
     TOOL_USE,
+    WEB_FETCH,
     WEB_SEARCH,
     api_version,
     endpoint_model,
@@ -33,7 +36,15 @@ from providers.google.common import (
     search_summary,
 )
 from providers.protocol import WireContext
-from providers.values import as_dict, as_int, as_list, as_str, count, int_counters
+from providers.values import (
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    count,
+    int_counters,
+    output_text,
+)
 from providers.wire import DONE, Row
 from streams.errors import MalformedInput
 from streams.parts import (
@@ -77,13 +88,29 @@ _RESPONSE_KEYS = {"candidates", "usageMetadata", "promptFeedback", "modelVersion
 
 
 def _source(chunk: Any) -> dict[str, str]:
-    """url/title of a groundingChunk (web, or a retrieval / maps source)."""
+    """url/title (and excerpt) of a groundingChunk: web, maps, or retrieved context. File
+    Search chunks name no URL: they are cited by the document's title, else the store's
+    name, with the chunk's text as the excerpt (a source without a link)."""
     chunk = as_dict(chunk)
     for kind in ("web", "retrievedContext", "maps"):
         source = as_dict(chunk.get(kind))
         if as_str(source.get("uri")):
-            return {"url": source["uri"], "title": as_str(source.get("title"))}
+            return {"url": source["uri"], "title": as_str(source.get("title")),
+                    "excerpt": as_str(source.get("text"))}
+    retrieved = as_dict(chunk.get("retrievedContext"))
+    title = next((as_str(retrieved.get(k)) for k in _RETRIEVAL_NAMES if as_str(retrieved.get(k))),
+                 "")
+    if title:
+        return {"url": "", "title": title, "excerpt": as_str(retrieved.get("text"))}
     return {}
+
+
+_RETRIEVAL_NAMES = ("title", "documentName", "fileSearchStore", "ragCorpus")
+# Server-side tool parts (``toolCall`` / ``toolResponse``) by ``toolType`` -> activity name.
+SERVER_TOOLS = {"GOOGLE_SEARCH_WEB": WEB_SEARCH, "FILE_SEARCH": FILE_SEARCH}
+# Gemini 2.5 shows a File Search it runs as code: ``print(file_search.query(query="..."))``.
+_FILE_SEARCH_CODE = re.compile(r"""file_search\.query\(\s*query\s*=\s*(["'])((?:\\.|(?!\1).)*)\1""")
+_URL_STATUS_OK = "URL_RETRIEVAL_STATUS_SUCCESS"
 
 
 
@@ -94,7 +121,26 @@ class _TextBlock:
     parts: list[dict[str, Any]] = field(default_factory=list)
     nbytes: int = 0  # UTF-8 length of the text so far: body supports are shifted by it
     metadata: dict[str, Any] = field(default_factory=dict)
-    cited: set[tuple[str, int | None, int | None]] = field(default_factory=set)
+    cited: set[tuple[str, str, int | None, int | None]] = field(default_factory=set)
+
+
+@dataclass
+class _StreamedCall:
+    """A function call whose arguments arrive in pieces (``partialArgs``, ``willContinue``)."""
+
+    call_id: str
+    name: str
+    part: dict[str, Any]  # the first piece's part (its thoughtSignature, ...), without the call
+    args: dict[str, Any] = field(default_factory=dict)
+    continuing: set[str] = field(default_factory=set)  # jsonPaths whose string goes on
+
+
+@dataclass
+class _ServerTool:
+    call_id: str
+    name: str
+    tool_type: str
+    input: dict[str, Any]
 
 
 @dataclass
@@ -111,6 +157,11 @@ class Generate:
     code_runs: int = 0
     open_code: list[str] = field(default_factory=list)
     called_function: bool = False
+    streamed_call: _StreamedCall | None = None
+    server_tools: list[_ServerTool] = field(default_factory=list)  # called, not yet answered
+    tool_parts: int = 0
+    file_searches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # as code
+    fetched: set[str] = field(default_factory=set)  # urlContextMetadata URLs reported
     searched: bool = False
     entry_points: list[Artifact] = field(default_factory=list)
     shown_entry_points: set[str] = field(default_factory=set)
@@ -194,8 +245,15 @@ class Generate:
             raise MalformedInput("a content part must be an object", line=line)
         metadata = {k: candidate[k] for k in TEXT_METADATA if as_dict(candidate.get(k))}
         grounding = as_dict(metadata.get("groundingMetadata"))
+        if any(
+            as_str(as_dict(p.get("toolCall")).get("toolType")) == "GOOGLE_SEARCH_WEB"
+            for p in parts
+        ):
+            self.searched = True  # the search has its own activity, by the toolCall's id
         if grounding:
             yield from self.search(grounding)
+        if "urlContextMetadata" in metadata:
+            yield from self.url_context(as_dict(metadata["urlContextMetadata"]), grounding)
         per_part: dict[int, list[dict[str, Any]]] = {}
         if not self.stream:
             self.candidate_metadata = metadata
@@ -204,6 +262,8 @@ class Generate:
                 yield self.stray_metadata(metadata, len(stray))
         for index, part in enumerate(parts):
             yield from self.part(part, per_part.get(index, ()), as_dict(grounding))
+        if grounding and self.file_searches:
+            yield from self.file_search_results(grounding)
         if self.stream and metadata:
             yield from self.stream_metadata(metadata)
         elif not self.stream:
@@ -214,6 +274,8 @@ class Generate:
 
     def end(self) -> Iterator[Part]:
         cut = self.finish is None and not self.block_reason
+        if self.streamed_call is not None:  # its arguments never finished arriving
+            yield from self.finish_call(complete=False)
         if not cut:
             yield from self.close_block()
         yield from self.entry_points  # whole artifacts: kept even when the stream was cut
@@ -247,6 +309,8 @@ class Generate:
             kind = None
         if kind is None and set(part) <= PART_METADATA and "thoughtSignature" in part:
             kind = "text"  # a bare signature (end of a stream) belongs to the open block
+        if self.streamed_call is not None and kind != "functionCall":
+            yield from self.finish_call(complete=False)  # it said it would continue; it did not
         handler: _PartHandler = _PART_HANDLERS.get(kind or "", Generate.unknown_part)
         yield from handler(self, part, supports, grounding)
 
@@ -255,8 +319,9 @@ class Generate:
     ) -> Iterator[Part]:
         kind: BlockKind = "reasoning" if part.get("thought") else "message"
         text = as_str(part.get("text"))
-        if not text and self.block is not None:
-            kind = self.block.kind  # a bare thoughtSignature (stream end) joins the open block
+        if not text:
+            yield from self.empty_text_part(part)
+            return
         if self.block is None or self.block.kind != kind:
             yield from self.close_block()
             yield from self.open_block(kind)
@@ -265,9 +330,23 @@ class Generate:
         base = block.nbytes
         _add_part(block.parts, part, merge=self.stream)
         block.nbytes += len(text.encode())
-        if text:
-            yield TextDelta(block.key, text)
+        yield TextDelta(block.key, text)
         yield from self.cite(block, supports, grounding, base)
+
+    def empty_text_part(self, part: dict[str, Any]) -> Iterator[Part]:
+        """A part with no text is no message. Its thoughtSignature (which Gemini needs back)
+        joins the open block's payload; with no block open it is reasoning whose content is
+        opaque, as a thought with only a signature is."""
+        if "thoughtSignature" not in part:
+            return  # ``{"text": ""}``: nothing at all
+        if self.block is not None:
+            _add_part(self.block.parts, part, merge=self.stream)
+            return
+        key = f"b{self.blocks}"
+        self.blocks += 1
+        payload = self.payload(CANDIDATE, {"content": {"role": "model", "parts": [dict(part)]}})
+        yield BlockStart(key, "reasoning", redacted=True, payload=payload)
+        yield BlockEnd(key, payload)
 
     def open_block(self, kind: BlockKind) -> Iterator[Part]:
         self.block = _TextBlock(f"b{self.blocks}", kind)
@@ -290,23 +369,70 @@ class Generate:
             yield from self.unknown_part(part)
             return
         self.called_function = True
+        streamed = self.streamed_call
+        if streamed is not None:  # the next piece of a call whose arguments stream
+            _apply_partial_args(streamed, call.get("partialArgs"))
+            if call.get("willContinue") is not True:
+                yield from self.finish_call(complete=True)
+            return
+        if call.get("willContinue") is True and "args" not in call:
+            # The arguments follow in pieces (``partialArgs``) until a part without
+            # ``willContinue``: hold the call until then.
+            rest = {k: v for k, v in part.items() if k != "functionCall"}
+            streamed = self.streamed_call = _StreamedCall(self.call_id(call), as_str(
+                call.get("name")), rest)
+            if as_str(call.get("id")):
+                streamed.part["id"] = call["id"]
+            _apply_partial_args(streamed, call.get("partialArgs"))
+            return
+        yield ToolCall(
+            self.call_id(call), as_str(call.get("name")), call.get("args", {}),
+            self.payload(PART, part),
+        )
+
+    def call_id(self, call: dict[str, Any]) -> str:
         call_id = as_str(call.get("id")) or f"{self.response_id}:call:{self.calls}"
         self.calls += 1
-        yield ToolCall(
-            call_id, as_str(call.get("name")), call.get("args", {}), self.payload(PART, part)
-        )
+        return call_id
+
+    def finish_call(self, *, complete: bool) -> Iterator[Part]:
+        """The streamed call is whole (its last piece came) or never will be (the stream was
+        cut, or went on to other parts): an incomplete call keeps the arguments that arrived
+        and no payload, since it is not what the model sent."""
+        streamed, self.streamed_call = self.streamed_call, None
+        assert streamed is not None
+        if not complete:
+            yield ToolCall(streamed.call_id, streamed.name, streamed.args, incomplete=True)
+            return
+        function: dict[str, Any] = {"name": streamed.name, "args": streamed.args}
+        if "id" in streamed.part:
+            function = {"id": streamed.part["id"], **function}
+        rest = {k: v for k, v in streamed.part.items() if k != "id"}
+        # The part as generateContent would have returned it whole.
+        payload = self.payload(PART, {"functionCall": function, **rest})
+        yield ToolCall(streamed.call_id, streamed.name, streamed.args, payload)
 
     def executable_code(self, part: dict[str, Any], *_: Any) -> Iterator[Part]:
         yield from self.close_block()
         code = as_dict(part["executableCode"])
+        source = as_str(code.get("code"))
         run_id = as_str(code.get("id")) or f"{self.response_id}:code:{self.code_runs}"
         self.code_runs += 1
+        query = _FILE_SEARCH_CODE.search(source)
+        if query is not None:
+            # Gemini 2.5 shows the File Search it runs as this code; nothing executes it, and
+            # its results come back as retrieved-context grounding.
+            found = re.sub(r"\\(.)", r"\1", query.group(2))
+            self.file_searches.append((run_id, {"query": found}))
+            yield Activity(run_id, FILE_SEARCH, "started", input={"query": found},
+                           payload=self.payload(PART, part))
+            return
         self.open_code.append(run_id)
         yield Activity(
             run_id,
             CODE_EXECUTION,
             "started",
-            input={"language": as_str(code.get("language")), "code": as_str(code.get("code"))},
+            input={"language": as_str(code.get("language")), "code": source},
             payload=self.payload(PART, part),
         )
 
@@ -321,7 +447,53 @@ class Generate:
         elif not run_id:
             run_id = f"{self.response_id}:code:{self.code_runs}"
             self.code_runs += 1
-        yield _code_outcome(run_id, as_str(result.get("outcome")), self.payload(PART, part))
+        yield _code_outcome(
+            run_id, as_str(result.get("outcome")), as_str(result.get("output")),
+            self.payload(PART, part),
+        )
+
+    def tool_call(self, part: dict[str, Any], *_: Any) -> Iterator[Part]:
+        """A tool Google runs itself (``toolCall``: Google Search, File Search), by its id."""
+        call = as_dict(part["toolCall"])
+        tool_type = as_str(call.get("toolType"))
+        name = SERVER_TOOLS.get(tool_type)
+        if name is None:
+            yield from self.unknown_part(part)
+            return
+        yield from self.close_block()
+        call_id = as_str(call.get("id"))
+        if not call_id:
+            call_id = f"{self.response_id}:{tool_type.lower()}:{self.tool_parts}"
+        self.tool_parts += 1
+        args = dict(as_dict(call.get("args")))
+        self.server_tools.append(_ServerTool(call_id, name, tool_type, args))
+        yield Activity(call_id, name, "started", input=args, payload=self.payload(PART, part))
+
+    def tool_response(self, part: dict[str, Any], *_: Any) -> Iterator[Part]:
+        """Its result (``toolResponse``): the call with the same id, else the oldest one of
+        the same tool still waiting (a response may leave its id out)."""
+        answer = as_dict(part["toolResponse"])
+        answer_id, tool_type = as_str(answer.get("id")), as_str(answer.get("toolType"))
+        waiting = self.server_tools
+        call = next((c for c in waiting if answer_id and c.call_id == answer_id), None)
+        if call is None and not answer_id:
+            call = next((c for c in waiting if not tool_type or c.tool_type == tool_type), None)
+        if call is None:
+            yield from self.unknown_part(part)
+            return
+        yield from self.close_block()
+        waiting.remove(call)
+        response = as_dict(answer.get("response"))
+        html = as_str(response.get("search_suggestions"))
+        if html and html not in self.shown_entry_points:
+            self.shown_entry_points.add(html)
+            self.entry_points.append(
+                entry_point_artifact({"renderedContent": html}, html, self.version)
+            )
+        queries = [q for q in as_list(call.input.get("queries")) if isinstance(q, str) and q]
+        summary = search_summary(len(queries), None) if queries else ""
+        yield Activity(call.call_id, call.name, "completed", call.input, summary,
+                       payload=self.payload(PART, part))
 
     def unknown_part(self, part: dict[str, Any], *_: Any) -> Iterator[Part]:
         yield from self.close_block()
@@ -341,7 +513,9 @@ class Generate:
         if html and html not in self.shown_entry_points:
             self.shown_entry_points.add(html)
             self.entry_points.append(entry_point_artifact(entry, html, self.version))
-        queries = [q for q in as_list(grounding.get("webSearchQueries")) if isinstance(q, str)]
+        queries = [
+            q for q in as_list(grounding.get("webSearchQueries")) if isinstance(q, str) and q
+        ]
         if not queries or self.searched:
             return
         self.searched = True
@@ -361,6 +535,43 @@ class Generate:
             summary=search_summary(len(queries), len(sources)),
             sources=sources,
         )
+
+    def url_context(self, metadata: dict[str, Any], grounding: dict[str, Any]) -> Iterator[Part]:
+        """URL context: one ``web_fetch`` per URL Gemini retrieved, with how that went."""
+        titles = {
+            as_str(web.get("uri")): as_str(web.get("title"))
+            for web in (as_dict(as_dict(c).get("web")) for c in as_list(
+                grounding.get("groundingChunks")))
+        }
+        for entry in map(as_dict, as_list(metadata.get("urlMetadata"))):
+            url, status = as_str(entry.get("retrievedUrl")), as_str(entry.get("urlRetrievalStatus"))
+            if not url or url in self.fetched:
+                continue
+            self.fetched.add(url)
+            fetch_id = f"{self.response_id or 'response'}:url_context:{len(self.fetched) - 1}"
+            yield Activity(fetch_id, WEB_FETCH, "started", input={"url": url})
+            if status == _URL_STATUS_OK:
+                source = {"url": url, "title": titles.get(url, "")}
+                yield Activity(fetch_id, WEB_FETCH, "completed", {"url": url}, "retrieved",
+                               (source,))
+            elif status and status != "URL_RETRIEVAL_STATUS_UNSPECIFIED":
+                code = status.removeprefix("URL_RETRIEVAL_STATUS_").lower()
+                yield Activity(fetch_id, WEB_FETCH, "failed", {"url": url},
+                               code.replace("_", " "), error_code=code)
+
+    def file_search_results(self, grounding: dict[str, Any]) -> Iterator[Part]:
+        """Retrieved-context grounding is what the File Search shown as code found."""
+        sources = [
+            _source(c) for c in as_list(grounding.get("groundingChunks"))
+            if as_dict(as_dict(c).get("retrievedContext"))
+        ]
+        if not sources:
+            return
+        found = tuple({"url": s["url"], "title": s["title"]} for s in sources if s)
+        for run_id, query in self.file_searches:
+            yield Activity(run_id, FILE_SEARCH, "completed", query,
+                           count(len(found), "result"), found)
+        self.file_searches = []
 
     def cite(
         self, block: _TextBlock, supports: Any, grounding: dict[str, Any], base: int
@@ -383,13 +594,14 @@ class Generate:
                 source = sources.get(index)
                 if source is None:
                     source = sources[index] = _source(chunks[index])
-                if not source or (source["url"], start, end) in cited:
+                if not source or (source["url"], source["title"], start, end) in cited:
                     continue  # a chunk with no source, or the same citation already sent
-                cited.add((source["url"], start, end))
+                cited.add((source["url"], source["title"], start, end))
                 yield Citation(
                     block.key,
                     source["url"],
                     source["title"],
+                    source["excerpt"],
                     start=start,
                     end=end,
                     unit="utf8",
@@ -427,9 +639,9 @@ class Generate:
         for source in map(as_dict, sources):
             url = as_str(source.get("uri"))
             start, end = as_int(source.get("startIndex")) or 0, as_int(source.get("endIndex"))
-            if not url or (url, start, end) in block.cited:
+            if not url or (url, "", start, end) in block.cited:
                 continue
-            block.cited.add((url, start, end))
+            block.cited.add((url, "", start, end))
             yield Citation(block.key, url, start=start, end=end, unit="utf8")
 
 
@@ -439,6 +651,8 @@ _PART_HANDLERS: dict[str, _PartHandler] = {
     "functionCall": Generate.function_call,
     "executableCode": Generate.executable_code,
     "codeExecutionResult": Generate.code_result,
+    "toolCall": Generate.tool_call,
+    "toolResponse": Generate.tool_response,
 }
 
 
@@ -462,8 +676,8 @@ def _supports_by_part(
 ) -> tuple[dict[int, list[Any]], list[Any]]:
     """Body mode: the message part each support addresses (``partIndex``, 0 when absent).
     A support naming a part that is not message text goes to the nearest message part."""
-    message_parts = [
-        i for i, p in enumerate(parts) if isinstance(p.get("text"), str) and not p.get("thought")
+    message_parts = [  # parts that hold message text (an empty one makes no message)
+        i for i, p in enumerate(parts) if as_str(p.get("text")) and not p.get("thought")
     ]
     by_part: dict[int, list[Any]] = {}
     stray: list[Any] = []
@@ -484,10 +698,89 @@ def _supports_by_part(
     return by_part, stray
 
 
-def _code_outcome(run_id: str, outcome: str, payload: Payload) -> Activity:
+def _code_outcome(run_id: str, outcome: str, output: str, payload: Payload) -> Activity:
     words = outcome.removeprefix("OUTCOME_").lower().replace("_", " ") or "finished"
+    shown = {"text": output_text(output)} if output else None
     if outcome in ("OUTCOME_OK", ""):
-        return Activity(run_id, CODE_EXECUTION, "completed", summary="ok", payload=payload)
+        return Activity(run_id, CODE_EXECUTION, "completed", summary="ok", payload=payload,
+                        output=shown)
     return Activity(
-        run_id, CODE_EXECUTION, "failed", summary=words, error_code=outcome.lower(), payload=payload
+        run_id, CODE_EXECUTION, "failed", summary=words, error_code=outcome.lower(),
+        payload=payload, output=shown,
     )
+
+
+def _apply_partial_args(call: _StreamedCall, pieces: Any) -> None:
+    """Set each ``partialArgs`` value at its ``jsonPath`` ($.a.b, $.a[0]); a string whose
+    previous piece said ``willContinue`` goes on where it stopped."""
+    for piece in map(as_dict, as_list(pieces)):
+        path = as_str(piece.get("jsonPath"))
+        steps = _json_path(path)
+        if steps is None:
+            continue
+        if "stringValue" in piece:
+            value: Any = as_str(piece.get("stringValue"))
+            if path in call.continuing:
+                value = _get(call.args, steps) + value if isinstance(
+                    _get(call.args, steps), str) else value
+        elif "numberValue" in piece:
+            value = piece["numberValue"]
+        elif "boolValue" in piece:
+            value = piece["boolValue"]
+        elif "nullValue" in piece:
+            value = None
+        else:
+            continue
+        if piece.get("willContinue") is True:
+            call.continuing.add(path)
+        else:
+            call.continuing.discard(path)
+        _put(call.args, steps, value)
+
+
+_PATH_STEP = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\[[\"']([^\"']*)[\"']\]")
+
+
+def _json_path(path: str) -> list[str | int] | None:
+    """``$.a.b[0]`` as steps ["a", "b", 0]; None for a path this reader does not follow."""
+    if not path.startswith("$"):
+        return None
+    steps: list[str | int] = []
+    position = 1
+    while position < len(path):
+        match = _PATH_STEP.match(path, position)
+        if match is None:
+            return None
+        name, index, quoted = match.groups()
+        steps.append(int(index) if index is not None else name if name is not None else quoted)
+        position = match.end()
+    return steps or None
+
+
+def _get(root: dict[str, Any], steps: list[str | int]) -> Any:
+    node: Any = root
+    for step in steps:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _put(root: dict[str, Any], steps: list[str | int], value: Any) -> None:
+    node: Any = root
+    for step, following in zip(steps, [*steps[1:], None], strict=True):
+        child: Any = value if following is None else [] if isinstance(following, int) else {}
+        if isinstance(step, int):
+            if not isinstance(node, list) or step > len(node):
+                return  # an index past the end of what arrived: not a path this follows
+            if step == len(node):
+                node.append(child)
+            elif following is None or not isinstance(node[step], list | dict):
+                node[step] = child
+        else:
+            if not isinstance(node, dict):
+                return
+            if following is None or not isinstance(node.get(step), list | dict):
+                node[step] = child
+        node = node[step]

@@ -10,11 +10,22 @@ OpenRouter's ``0/0`` is no range; ``content`` is the excerpt); ``tool_calls`` ->
 
 Provenance: chunks that carry a ``provider`` field come from OpenRouter (the field names
 OpenRouter's upstream, e.g. "OpenAI", which stays in the payload): the provider is "openrouter",
-the one that answered the call.
+the one that answered the call. A response with a top-level ``citations`` list (or
+``search_results``) comes from Perplexity: the provider is "perplexity".
+
+Hosted search: OpenRouter's web search plugin runs the search itself and says so only in
+``usage.server_tool_use_details.web_search_requests``: each request is one ``web_search``
+activity (``started`` then ``completed``, id ``"{id}:web_search:{n}"``), the annotations' URLs
+its sources (on the first). Perplexity searches for every answer: its ``citations`` URLs (titles
+from ``search_results``) are the sources of one ``web_search`` activity (``"{id}:web_search:0"``)
+and its text cites them with ``[n]`` markers. The markers are removed from the stored text (the
+payload keeps the text verbatim) and each becomes a ``Citation`` of ``citations[n-1]`` over the
+sentence it follows (``streams.ranges.sentence_before``), as chat exports' markers are.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +40,11 @@ from providers.openai.common import (
     tool_version,
 )
 from providers.protocol import WireContext
-from providers.values import as_dict, as_int, as_str
+from providers.values import as_dict, as_int, as_list, as_str, count
 from providers.wire import DONE, Row
 from streams.errors import MalformedInput
 from streams.parts import (
+    Activity,
     BlockEnd,
     BlockStart,
     Citation,
@@ -45,7 +57,8 @@ from streams.parts import (
     ToolCall,
     Usage,
 )
-from streams.registries import END_REASONS
+from streams.ranges import sentence_before
+from streams.registries import ACTIVITY_NAMES, END_REASONS
 
 CHAT_MESSAGE = "openai.chat.message"  # choices[i].message, verbatim or reconstructed
 CHAT_REASONING = "openai.chat.reasoning"  # {"reasoning_content"|"reasoning": text, ...}
@@ -65,6 +78,78 @@ UNKNOWN_FINISH = "end_turn"  # the choice finished; a future reason is not an er
 _PRODUCER = __package__ or __name__  # the adapter package is the producer
 for _reason in ("end_turn", "max_tokens", "tool_use", "refusal", "error"):
     END_REASONS.register(_reason, producer=_PRODUCER)
+WEB_SEARCH = ACTIVITY_NAMES.register("web_search", producer=_PRODUCER)
+_SEARCH_REQUESTS = "server_tool_use_details.web_search_requests"  # OpenRouter's usage counter
+
+
+class _Markers:
+    """Perplexity's ``[n]`` citation markers, taken out of text that arrives in pieces.
+
+    ``feed`` returns the text without the markers; ``found`` holds ``(position, n)``: where a
+    marker was, in the text returned so far. A marker may be split across pieces, so ``[`` and
+    the digits after it are held until the marker closes (or proves not to be one); a complete
+    marker is held one more character, since ``[1](`` is a Markdown link, not a marker.
+    """
+
+    __slots__ = ("found", "held", "length", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # the highest n that names a citation
+        self.found: list[tuple[int, int]] = []
+        self.held = ""
+        self.length = 0  # code points returned so far
+
+    def feed(self, text: str) -> str:
+        if not self.held and "[" not in text:
+            self.length += len(text)
+            return text
+        out: list[str] = []
+        for ch in text:
+            out.append(self._char(ch))
+        kept = "".join(out)
+        return kept
+
+    def close(self) -> str:
+        held, self.held = self.held, ""
+        if self._complete(held):
+            self._record(held)
+            return ""
+        self.length += len(held)
+        return held
+
+    def _complete(self, held: str) -> bool:
+        return len(held) > 2 and held.endswith("]") and 1 <= int(held[1:-1]) <= self.limit
+
+    def _record(self, held: str) -> None:
+        self.found.append((self.length, int(held[1:-1])))
+
+    def _char(self, ch: str) -> str:
+        held = self.held
+        if not held:
+            if ch == "[":
+                self.held = ch
+                return ""
+            self.length += 1
+            return ch
+        if held.endswith("]"):  # a whole marker, unless a link target follows
+            self.held = ""
+            if ch == "(" or not self._complete(held):
+                self.length += len(held) + 1
+                return held + ch
+            self._record(held)
+            return self._char(ch)
+        if ch.isdigit() and len(held) < 5:
+            self.held = held + ch
+            return ""
+        if ch == "]" and len(held) > 1:
+            self.held = held + ch
+            return ""
+        self.held = ""
+        self.length += len(held)
+        return held + self._char(ch)
+
+
+_MARKER = re.compile(r"\[(\d{1,4})\](?!\()")
 
 
 @dataclass
@@ -77,6 +162,8 @@ class _Choice:
     reasoning_field: str = "reasoning_content"
     reasoning_details: list[Any] = field(default_factory=list)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    markers: _Markers | None = None  # Perplexity: the text's [n] markers, taken out
+    raw: list[str] = field(default_factory=list)  # the content as sent, when markers are out
     message_open: bool = False
     reasoning_open: bool = False
     closed: bool = False
@@ -101,6 +188,11 @@ class Chat:
         self.ended = False
         self.errored = False
         self.choices: dict[int, _Choice] = {}
+        self.response_id = ""
+        # Perplexity: the URLs its [n] markers cite (and titles from search_results).
+        self.citations: list[str] = []
+        self.titles: dict[str, str] = {}
+        self.searched = False
 
     def payload(self, format: str, value: Any) -> Payload:
         return Payload(PROVIDER, format, self.version, value)
@@ -111,13 +203,67 @@ class Chat:
         if self.started:
             return ()
         self.started = True
-        return (
-            ResponseStart(
-                provider="openrouter" if as_str(data.get("provider")) else PROVIDER,
-                model=as_str(data.get("model")),
-                response_id=as_str(data.get("id")),
-            ),
-        )
+        self.response_id = as_str(data.get("id"))
+        if as_str(data.get("provider")):
+            provider = "openrouter"
+        elif isinstance(data.get("citations"), list) or isinstance(data.get("search_results"),
+                                                                   list):
+            provider = "perplexity"
+        else:
+            provider = PROVIDER
+        return (ResponseStart(provider, as_str(data.get("model")), self.response_id),)
+
+    def _perplexity(self, data: dict[str, Any]) -> None:
+        """Perplexity's ``citations`` (and ``search_results``), once a chunk carries them."""
+        if self.citations:
+            return
+        urls = [u for u in as_list(data.get("citations")) if isinstance(u, str)]
+        results = [r for r in as_list(data.get("search_results")) if isinstance(r, dict)]
+        self.citations = urls or [as_str(r.get("url")) for r in results]
+        self.titles = {as_str(r.get("url")): as_str(r.get("title")) for r in results}
+
+    def _searches(self, usage: Any, annotations: list[dict[str, Any]]) -> list[Part]:
+        """The hosted web searches the response reports (OpenRouter's counter, Perplexity's
+        citations), each started and completed, once per response."""
+        requests = as_int(as_dict(as_dict(usage).get("server_tool_use_details")).get(
+            "web_search_requests")) or 0
+        if self.searched or not (requests or self.citations):
+            return []
+        self.searched = True
+        if self.citations:
+            sources = [{"url": u, "title": self.titles.get(u, "")} for u in self.citations]
+            requests = max(requests, 1)
+        else:
+            sources = []
+            for annotation in annotations:
+                inner = as_dict(annotation.get("url_citation")) or annotation
+                url = as_str(inner.get("url"))
+                if url and all(s["url"] != url for s in sources):
+                    sources.append({"url": url, "title": as_str(inner.get("title"))})
+        out: list[Part] = []
+        for n in range(requests):
+            search_id = f"{self.response_id or 'response'}:web_search:{n}"
+            found = tuple(sources) if n == 0 else ()
+            summary = count(len(found), "source") if n == 0 else ""
+            out.append(Activity(search_id, WEB_SEARCH, "started"))
+            out.append(Activity(search_id, WEB_SEARCH, "completed", summary=summary,
+                                sources=found))
+        return out
+
+    def _marker_citations(self, state: _Choice, text: str) -> list[Part]:
+        """A Citation of ``citations[n-1]`` for every ``[n]`` marker taken out of ``text``,
+        over the sentence the marker follows (the whole block when there is none)."""
+        if state.markers is None:
+            return []
+        out: list[Part] = []
+        for position, n in state.markers.found:
+            span = sentence_before(text, position)
+            url = self.citations[n - 1]
+            out.append(Citation(
+                state.key, url, self.titles.get(url, ""),
+                start=span[0] if span else None, end=span[1] if span else None,
+            ))
+        return out
 
     def _end(self, reason: str) -> tuple[Part, ...]:
         if self.ended:
@@ -157,6 +303,7 @@ class Chat:
         ):
             raise MalformedInput("not a Chat Completions chunk", line=line)
         yield from self._begin(data)
+        self._perplexity(data)
         yield from self._error(data)
         choices = data.get("choices") or []
         if not isinstance(choices, list):
@@ -168,6 +315,9 @@ class Chat:
         usage = data.get("usage")
         counters = flatten_usage(usage) if usage else None
         if counters:
+            if counters.get(_SEARCH_REQUESTS) or self.citations:
+                annotations = [a for c in self.choices.values() for a in c.annotations]
+                yield from self._searches(usage, annotations)
             yield Usage(counters)
 
     def close(self) -> Iterator[Part]:
@@ -208,6 +358,10 @@ class Chat:
             text = delta.get(name)
             if isinstance(text, str) and text:
                 yield from self._open_message(state)
+                if name == "content" and self.citations:
+                    text = self._strip_markers(state, text)
+                    if not text:
+                        continue
                 sink.append(text)
                 yield TextDelta(state.key, text)
         annotations = delta.get("annotations")
@@ -221,6 +375,12 @@ class Chat:
         if choice.get("finish_reason") is not None:
             state.finish = as_str(choice.get("finish_reason")) or "stop"
             yield from self._close(state)
+
+    def _strip_markers(self, state: _Choice, text: str) -> str:
+        if state.markers is None:
+            state.markers = _Markers(len(self.citations))
+        state.raw.append(text)
+        return state.markers.feed(text)
 
     def _open_message(self, state: _Choice) -> tuple[Part, ...]:
         # The answer follows the reasoning: close it first.
@@ -270,9 +430,16 @@ class Chat:
             yield from self._close_reasoning(state)
         calls = [state.tool_calls[i] for i in sorted(state.tool_calls)]
         if state.message_open:
+            if state.markers is not None:  # a held piece of a marker that was not one
+                rest = state.markers.close()
+                if rest:
+                    state.text.append(rest)
+                    yield TextDelta(state.key, rest)
+                yield from self._marker_citations(state, "".join(state.text))
             message: dict[str, Any] = {
                 "role": "assistant",
-                "content": "".join(state.text) or None,
+                "content": "".join(state.raw if state.markers is not None else state.text)
+                or None,
             }
             if state.refusal:
                 message["refusal"] = "".join(state.refusal)
@@ -292,7 +459,13 @@ class Chat:
 
     def body(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         yield from self._begin(data)
+        self._perplexity(data)
         choices = require(data, "choices", list, line, "a Chat Completions body")
+        annotations = [
+            a for c in choices if isinstance(c, dict)
+            for a in as_list(as_dict(c.get("message")).get("annotations")) if isinstance(a, dict)
+        ]
+        yield from self._searches(data.get("usage"), annotations)
         for choice in choices:
             if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
                 raise MalformedInput("a choice must be an object with a 'message'", line=line)
@@ -322,10 +495,14 @@ class Chat:
         annotations = message.get("annotations")
         if refusal:
             state.refusal.append(refusal)
+        markers: list[Part] = []
+        if text and self.citations:
+            text, markers = self._body_markers(state, text)
         if text or refusal or (isinstance(annotations, list) and annotations):
             yield BlockStart(state.key, "message")
             if text or refusal:
                 yield TextDelta(state.key, text or refusal)
+            yield from markers
             for annotation in annotations if isinstance(annotations, list) else ():
                 yield from self._annotation(state, annotation)
             yield BlockEnd(state.key, self.payload(CHAT_MESSAGE, message))
@@ -333,6 +510,23 @@ class Chat:
             if isinstance(call, dict):
                 yield _chat_tool_call(call, self.payload(CHAT_TOOL_CALL, call))
         state.closed = True
+
+
+    def _body_markers(self, state: _Choice, text: str) -> tuple[str, list[Part]]:
+        """A whole text without its ``[n]`` markers, and their citations."""
+        markers = state.markers = _Markers(len(self.citations))
+        pieces, last = [], 0
+        for match in _MARKER.finditer(text):
+            n = int(match.group(1))
+            if not 1 <= n <= markers.limit:
+                continue
+            pieces.append(text[last:match.start()])
+            markers.length += match.start() - last
+            markers.found.append((markers.length, n))
+            last = match.end()
+        pieces.append(text[last:])
+        clean = "".join(pieces)
+        return clean, self._marker_citations(state, clean)
 
 
 def _chat_citation(key: str, annotation: dict[str, Any], replay: Payload) -> Citation | None:

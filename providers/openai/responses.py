@@ -63,9 +63,13 @@ from providers.openai.items import (
     ITEM,
     annotation_citation,
     artifact_summary,
+    image_outcome,
+    item_error,
+    terminal_status,
+    tool_search_outcome,
 )
 from providers.protocol import WireContext
-from providers.values import as_dict, as_int, as_str
+from providers.values import as_dict, as_int, as_str, clip
 from providers.wire import DONE, Row
 from streams.errors import MalformedInput
 from streams.parts import (
@@ -89,16 +93,34 @@ INCOMPLETE_REASONS = {"max_output_tokens": "max_tokens", "content_filter": "refu
 # Only two incomplete reasons are documented; any other still means "stopped by a limit".
 UNKNOWN_INCOMPLETE = "max_tokens"
 _PRODUCER = __package__ or __name__  # the adapter package is the producer
-for _reason in ("end_turn", "max_tokens", "tool_use", "refusal", "error"):
+# The response ends on an MCP call the host must approve (``mcp_approval_request``): the turn
+# waits for the host, as after a client tool call.
+APPROVAL_REQUEST = "approval_request"
+for _reason in ("end_turn", "max_tokens", "tool_use", "refusal", "error", APPROVAL_REQUEST):
     END_REASONS.register(_reason, producer=_PRODUCER)
 
+# Items OpenAI runs itself -> activity name. A tool search is hosted only with
+# ``execution: "server"`` (a client one is the host's to run).
 HOSTED_ITEMS = {
     "web_search_call": "web_search",
     "file_search_call": "file_search",
     "code_interpreter_call": "code_execution",
+    "mcp_call": "mcp_call",
+    "mcp_list_tools": "mcp_list_tools",
+    "mcp_approval_request": "mcp_approval_request",
+    "image_generation_call": "image_generation",
+    "tool_search_call": "tool_search",
 }
 for _name in sorted(set(HOSTED_ITEMS.values())):
     ACTIVITY_NAMES.register(_name, producer=_PRODUCER)
+
+
+def _hosted(item: dict[str, Any]) -> str | None:
+    """The activity name of a hosted call item, or None."""
+    kind = as_str(item.get("type"))
+    if kind == "tool_search_call" and item.get("execution") != "server":
+        return None
+    return HOSTED_ITEMS.get(kind)
 
 CLIENT_TOOL_ITEMS = ("function_call", "custom_tool_call")
 PART_SEPARATOR = "\n\n"  # between the content parts of one message / summaries of one reasoning
@@ -133,6 +155,8 @@ class _Item:
     length: int = 0  # code points of block text emitted so far
     parts: dict[tuple[str, int], _TextPart] = field(default_factory=dict)
     cited: dict[int, set[int]] = field(default_factory=dict)  # content index -> annotation idx
+    partial_image: str = ""  # the latest partial image of an image generation (base64)
+    searched: bool = False  # a server tool search whose tool_search_output has arrived
 
     @property
     def type(self) -> str:
@@ -152,7 +176,11 @@ class Responses:
         self.items: dict[str, _Item] = {}
         self.by_index: dict[int, str] = {}
         self.client_tool_call = False
+        self.approval_requested = False
         self.refusal = False
+        # MCP server label -> its description (e.g. "Google Calendar"), from the tools.
+        self.servers: dict[str, str] = {}
+        self._servers(request.get("tools"))
 
     # -- framing ---------------------------------------------------------------------------
 
@@ -199,6 +227,7 @@ class Responses:
         self.started = True
         if "tools" in response:
             self.version = tool_version(response.get("tools"))
+            self._servers(response.get("tools"))
         return (
             ResponseStart(
                 provider=as_str(response.get("provider")) or PROVIDER,
@@ -206,6 +235,13 @@ class Responses:
                 response_id=as_str(response.get("id")),
             ),
         )
+
+    def _servers(self, tools: Any) -> None:
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and tool.get("type") == "mcp":
+                label, description = tool.get("server_label"), tool.get("server_description")
+                if isinstance(label, str) and isinstance(description, str) and description:
+                    self.servers[label] = description
 
     def _on_created(self, data: dict[str, Any], line: int) -> Iterator[Part]:
         yield from self._begin(require(data, "response", dict, line, data["type"]))
@@ -257,6 +293,8 @@ class Responses:
             yield from self._end(INCOMPLETE_REASONS.get(reason, UNKNOWN_INCOMPLETE))
         elif self.client_tool_call:
             yield from self._end("tool_use")
+        elif self.approval_requested:
+            yield from self._end(APPROVAL_REQUEST)
         else:
             yield from self._end("refusal" if self.refusal else "end_turn")
 
@@ -276,16 +314,23 @@ class Responses:
 
     def _pending_activities(self) -> Iterator[Part]:
         for state in self.items.values():
-            if state.type in HOSTED_ITEMS and not state.activity_started:
+            name = _hosted(state.item)
+            if name is not None and not state.activity_started:
                 state.activity_started = True
-                describe_input, _ = DESCRIBE[state.type]
+                output = None
+                if state.partial_image:  # an image generation cut after a partial image
+                    output = image_outcome(state.item, state.partial_image)[2]
                 yield Activity(
-                    activity_id=state.key,
-                    name=HOSTED_ITEMS[state.type],
-                    state="started",
-                    input=describe_input(state.item),
-                    payload=self.payload(ITEM, state.item),
+                    state.key, name, "started", self._input(state.item),
+                    payload=self.payload(ITEM, state.item), output=output,
                 )
+
+    def _input(self, item: dict[str, Any]) -> dict[str, Any]:
+        described = DESCRIBE[as_str(item.get("type"))][0](item)
+        description = self.servers.get(as_str(item.get("server_label")))
+        if description:  # an MCP server's own name for itself, for the reader
+            described["server_description"] = description
+        return described
 
     # -- items -----------------------------------------------------------------------------
 
@@ -331,8 +376,10 @@ class Responses:
             yield from self._message_done(state)
         elif kind == "reasoning":
             yield from self._reasoning_done(state)
-        elif kind in HOSTED_ITEMS:
+        elif _hosted(item) is not None:
             yield from self._activity_done(state)
+        elif kind == "tool_search_output" and item.get("execution") == "server":
+            yield from self._tool_search_done(state)
         elif kind in CLIENT_TOOL_ITEMS:
             yield from self._tool_call_done(state)
         else:
@@ -483,30 +530,71 @@ class Responses:
     # -- tools -----------------------------------------------------------------------------
 
     def _activity_done(self, state: _Item) -> Iterator[Part]:
-        item, name = state.item, HOSTED_ITEMS[state.type]
-        describe_input, describe_result = DESCRIBE[state.type]
-        activity_input = describe_input(item)
-        status = item.get("status")
-        terminal = status in ("completed", "failed")
+        item = state.item
+        name = _hosted(item)
+        assert name is not None  # only hosted items come here
+        describe_result = DESCRIBE[state.type][1]
+        activity_input = self._input(item)
+        status = terminal_status(item)
         payload = self.payload(ITEM, item)
+        if state.type == "mcp_approval_request":
+            self.approval_requested = True
         if not state.activity_started:
             state.activity_started = True
-            # The payload goes with the last transition this item gets, once.
+            # The payload goes with the last transition this item gets, once. An item that
+            # never finished still shows what it produced (an image generated so far).
+            output = None if status else describe_result(item)[2]
             yield Activity(
-                state.key, name, "started", activity_input, payload=None if terminal else payload
+                state.key, name, "started", activity_input,
+                payload=None if status else payload, output=output,
             )
         if status == "completed":
-            summary, sources = describe_result(item)
+            summary, sources, output = describe_result(item)
+            # Positional: Activity(activity_id, name, state, input, summary, sources,
+            # error_code, payload, output)
             yield Activity(
-                state.key, name, "completed", activity_input, summary, sources, payload=payload
+                state.key, name, "completed", activity_input, summary, sources, "", payload,
+                output,
             )
         elif status == "failed":
-            error = as_dict(item.get("error"))
-            code = as_str(error.get("code")) or "failed"
+            code, message = item_error(item)
             yield Activity(
-                state.key, name, "failed", activity_input, code, error_code=code, payload=payload
+                state.key, name, "failed", activity_input, clip(message) or code, error_code=code,
+                payload=payload, output={"error": message} if message else None,
             )
-        # any other status (Azure's "searching"): the call never completed; leave it started
+        # any other status (Azure's "searching", an image still "generating", an approval
+        # request, a tool search waiting for its output): never completed; leave it started
+
+    def _tool_search_done(self, state: _Item) -> Iterator[Part]:
+        """A server tool search's output: it completes its call (by ``call_id``, else the
+        latest call still waiting), with the tools it found."""
+        output = state.item
+        call_id = output.get("call_id")
+        waiting = [
+            s for s in self.items.values()
+            if s.type == "tool_search_call" and s.item.get("execution") == "server"
+            and not s.searched and (not call_id or s.item.get("call_id") == call_id)
+        ]
+        if not waiting:
+            yield Artifact(type=state.type, summary=artifact_summary(output),
+                           payload=self.payload(ITEM, output))
+            return
+        call = waiting[-1]
+        call.searched = True
+        summary, sources, found = tool_search_outcome(output)
+        yield Activity(
+            call.key, "tool_search", "completed", self._input(call.item), summary, sources, "",
+            self.payload(ITEM, output), found,
+        )
+
+    def _on_partial_image(self, data: dict[str, Any], line: int) -> tuple[Part, ...]:
+        state = self._find(data, line)
+        image = data.get("partial_image_b64")
+        if isinstance(image, str):
+            state.partial_image = image
+            if isinstance(data.get("output_format"), str):
+                state.item = {**state.item, "output_format": data["output_format"]}
+        return ()
 
     def _tool_call_done(self, state: _Item) -> Iterator[Part]:
         item = state.item
@@ -541,6 +629,7 @@ _EVENTS: dict[str, _Handler] = {
     "response.reasoning_summary_part.added": Responses._on_summary_part_added,
     "response.reasoning_summary_text.delta": Responses._on_reasoning_delta,
     "response.reasoning_text.delta": Responses._on_reasoning_delta,
+    "response.image_generation_call.partial_image": Responses._on_partial_image,
     # Everything else (*.done text events, web_search_call.searching, function-call argument
     # deltas, ...) is covered by output_item.done, which carries the whole item.
 }

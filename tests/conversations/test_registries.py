@@ -13,7 +13,7 @@ from conversations.ingest import ResponseFile, assemble
 from streams import parts
 from streams.builder import EventBuilder
 from streams.registries import ALL, END_REASONS, Registry
-from tests.support import PROVIDER_FIXTURES, REPO, SHARED, recorded
+from tests.support import MORE_FIXTURES, PROVIDER_FIXTURES, REPO, SHARED, recorded
 
 SAMPLES = REPO / "live" / "samples"
 
@@ -96,6 +96,43 @@ SYNTHETIC = [
     ("google", _google("STOP", [{"executableCode": {"language": "PYTHON", "code": "1"}},
                                 {"codeExecutionResult": {"outcome": "OUTCOME_OK",
                                                          "output": "1"}}])),
+    # Server tools of the second recording set (providers-more), written small.
+    ("anthropic", orjson.dumps({
+        "id": "msg_r", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
+        "stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "c",
+                                                   "explanation": "e"}})),
+    ("anthropic", _anthropic("end_turn", [
+        {"type": "server_tool_use", "id": "srv_a", "name": "advisor", "input": {}},
+        {"type": "advisor_tool_result", "tool_use_id": "srv_a",
+         "content": {"type": "advisor_result", "text": "4"}},
+        {"type": "server_tool_use", "id": "srv_t", "name": "tool_search_tool_bm25",
+         "input": {"query": "q"}},
+        {"type": "tool_search_tool_result", "tool_use_id": "srv_t", "content": {
+            "type": "tool_search_tool_search_result", "tool_references": []}},
+        {"type": "mcp_tool_use", "id": "mcp_1", "name": "ask", "server_name": "s", "input": {}},
+        {"type": "mcp_tool_result", "tool_use_id": "mcp_1", "is_error": False, "content": []},
+    ])),
+    ("openai", _openai(output=[
+        {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "s", "tools": []},
+        {"type": "mcp_call", "id": "mcp_1", "status": "completed", "server_label": "s",
+         "name": "ask", "arguments": "{}", "output": "ok"},
+        {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": None},
+        {"type": "tool_search_call", "id": "tsc_1", "status": "completed", "execution": "server",
+         "arguments": {"paths": ["f"]}, "call_id": None},
+        {"type": "tool_search_output", "id": "tso_1", "status": "completed",
+         "execution": "server", "call_id": None, "tools": []},
+        {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "s", "name": "ask",
+         "arguments": "{}"},
+    ])),
+    ("google", orjson.dumps({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"toolCall": {"toolType": "FILE_SEARCH", "id": "fs1"}},
+            {"toolResponse": {"toolType": "FILE_SEARCH", "id": "fs1"}},
+            {"text": "x"}]}, "finishReason": "STOP",
+            "urlContextMetadata": {"urlMetadata": [
+                {"retrievedUrl": "https://example.org/",
+                 "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS"}]}}],
+        "modelVersion": "gemini-x", "responseId": "r3"})),
 ]
 
 
@@ -106,10 +143,12 @@ def _inputs() -> list[tuple[str, bytes, providers.WireContext]]:
     for path in sorted(SAMPLES.glob("*.sse")):
         out.append((path.name.split("-")[0].replace("gemini", "google"), path.read_bytes(),
                     providers.WireContext()))
-    if PROVIDER_FIXTURES.exists():
+    for fixtures in (PROVIDER_FIXTURES, MORE_FIXTURES):
+        if not fixtures.exists():
+            continue
         for provider in ("anthropic", "openai", "google"):
-            for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
-                for rec in recorded(provider, path.name):
+            for path in sorted((fixtures / provider).glob("*")):
+                for rec in recorded(provider, path.name, fixtures.name):
                     out.append((provider, rec.raw, rec.context))
     return out
 

@@ -729,7 +729,7 @@ def test_programmatic_client_tool_call_is_a_tool_call() -> None:
 
 def test_unknown_blocks_and_hosted_tools_become_artifacts() -> None:
     mystery = {"type": "mystery_block", "foo": 1}
-    search = {"type": "server_tool_use", "id": "srvtoolu_s", "name": "tool_search_tool_regex"}
+    search = {"type": "server_tool_use", "id": "srvtoolu_s", "name": "some_future_server_tool"}
     parts = stream(
         START,
         block_start(0, mystery),
@@ -739,7 +739,7 @@ def test_unknown_blocks_and_hosted_tools_become_artifacts() -> None:
         delta(1, {"type": "input_json_delta", "partial_json": '{"pattern": "x"}'}),
         block_stop(1),
         block_start(
-            2, {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_s", "content": {}}
+            2, {"type": "some_future_server_tool_result", "tool_use_id": "srvtoolu_s", "content": {}}
         ),
         block_stop(2),
         block_start(3, {"type": "text", "text": ""}),
@@ -754,7 +754,7 @@ def test_unknown_blocks_and_hosted_tools_become_artifacts() -> None:
     assert [a.type for a in artifacts] == [
         "mystery_block",
         "server_tool_use",
-        "tool_search_tool_result",
+        "some_future_server_tool_result",
         "delta:future_text_delta",
     ]
     assert artifacts[0].payload.format == "anthropic.stream_block"

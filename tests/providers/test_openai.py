@@ -403,7 +403,16 @@ def test_openrouter_chat_completions_stream() -> None:
     [usage] = of(parts, Usage)
     assert usage.counters["server_tool_use_details.web_search_requests"] == 1
     assert "cost" not in usage.counters  # a float, not a counter
-    assert not of(parts, Activity)  # the stream shows no search, only its count
+    # OpenRouter ran the search and says so only in the counter: one search, consulting the
+    # annotated pages, started and completed where the counter arrives (before the end).
+    search_id = "gen-1786680764-gY2YTdjLLLQA6Cd1Wa6J:web_search:0"
+    started, completed = of(parts, Activity)
+    assert (started.activity_id, started.name, started.state) == (search_id, "web_search",
+                                                                  "started")
+    assert (completed.activity_id, completed.state, completed.summary) == (
+        search_id, "completed", "5 sources")
+    assert [s["url"] for s in completed.sources] == [c.url for c in citations]
+    assert parts.index(completed) < parts.index(usage)
     assert parts[-1] == ResponseEnd("end_turn")
 
 

@@ -144,9 +144,9 @@ def test_parts_arrive_with_the_bytes_that_complete_them() -> None:
     assert parser.feed(sse(START)[:-1]) == []  # its blank line has not come
     assert parser.feed(b"\n") == [ResponseStart("anthropic", "claude-x", "msg_1")]
     delta = sse(TEXT[1])
-    parser.feed(sse(TEXT[0]))
+    assert parser.feed(sse(TEXT[0])) == []  # a text block opens with its first text
     assert parser.feed(delta[:30]) == []
-    assert parser.feed(delta[30:]) == [TextDelta("b0", "Hi")]
+    assert parser.feed(delta[30:]) == [BlockStart("b0", "message"), TextDelta("b0", "Hi")]
     rest = parser.feed(sse(*TEXT[2:]))
     assert isinstance(rest[0], BlockEnd) and rest[-1] == ResponseEnd("end_turn")
     assert parser.close() == []
@@ -165,7 +165,8 @@ def test_a_cut_stream_ends_as_parse_ends_it() -> None:
     raw = sse(START, *TEXT[:2])[:-5]  # cut inside the text delta
     parts = pushed("anthropic", [raw[:9], raw[9:]], WireContext())
     assert parts == whole("anthropic", raw, WireContext())
-    assert [type(p) for p in parts] == [ResponseStart, BlockStart]  # no delta, no end
+    # no delta, no end (and no block: a text block opens with its first text)
+    assert [type(p) for p in parts] == [ResponseStart]
 
 
 def test_unknown_provider() -> None:
