@@ -739,7 +739,9 @@ def test_unknown_blocks_and_hosted_tools_become_artifacts() -> None:
         delta(1, {"type": "input_json_delta", "partial_json": '{"pattern": "x"}'}),
         block_stop(1),
         block_start(
-            2, {"type": "some_future_server_tool_result", "tool_use_id": "srvtoolu_s", "content": {}}
+            2,
+            {"type": "some_future_server_tool_result", "tool_use_id": "srvtoolu_s",
+             "content": {}},
         ),
         block_stop(2),
         block_start(3, {"type": "text", "text": ""}),
