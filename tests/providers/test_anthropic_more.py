@@ -333,3 +333,101 @@ def test_payloads_are_what_a_client_sends_back_to_continue(name: str) -> None:
 def test_registries_name_the_new_values_with_this_adapter() -> None:
     for name in ("advisor", "tool_search", "mcp_call", "code_execution"):
         assert "providers.anthropic" in ACTIVITY_NAMES.producers(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic wire: what the recordings lack
+
+START = {"type": "message_start", "message": {"id": "msg_s", "type": "message", "role":
+                                              "assistant", "model": "claude-x", "content": []}}
+
+
+def stream(*events: dict) -> list:
+    import providers
+
+    return list(providers.parse(P, b"".join(orjson.dumps(e) + b"\n" for e in events)))
+
+
+def body(content: list[dict], **message: object) -> list:
+    import providers
+
+    value = {"id": "msg_b", "type": "message", "role": "assistant", "model": "claude-x",
+             "content": content, "stop_reason": "end_turn", **message}
+    return list(providers.parse(P, orjson.dumps(value)))
+
+
+def start(index: int, block: dict) -> dict:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def delta(index: int, value: dict) -> dict:
+    return {"type": "content_block_delta", "index": index, "delta": value}
+
+
+def stop(index: int) -> dict:
+    return {"type": "content_block_stop", "index": index}
+
+
+END = [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}}, {"type": "message_stop"}]
+
+
+def test_an_empty_text_block_is_no_message_but_a_cited_one_is() -> None:
+    cite = {"type": "web_search_result_location", "url": "https://e.org/", "title": "E",
+            "cited_text": "c", "encrypted_index": "x"}
+    parts = stream(START, start(0, {"type": "text", "text": ""}), stop(0),
+                   start(1, {"type": "text", "text": "", "citations": []}),
+                   delta(1, {"type": "citations_delta", "citation": cite}), stop(1), *END)
+    assert [(b.key, b.kind) for b in of(parts, BlockStart)] == [("b1", "message")]
+    assert [type(p).__name__ for p in parts[1:4]] == ["BlockStart", "Citation", "BlockEnd"]
+    assert of(body([{"type": "text", "text": ""}]), BlockStart) == []
+
+
+def test_message_start_content_is_keyed_apart_from_streamed_blocks() -> None:
+    message = {**START["message"], "content": [{"type": "text", "text": "early"}],
+               "stop_reason": None}
+    parts = stream({"type": "message_start", "message": message},
+                   start(0, {"type": "text", "text": ""}),
+                   delta(0, {"type": "text_delta", "text": "late"}), stop(0), *END)
+    assert [b.key for b in of(parts, BlockStart)] == ["m0", "b0"]
+    assert (text_of(parts, "m0"), text_of(parts, "b0")) == ("early", "late")
+    assert parts[-1] == ResponseEnd("end_turn")  # the message_delta's reason, not the start's
+
+
+def test_mcp_error_result_and_a_tool_search_error() -> None:
+    parts = body([
+        {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "list_events",
+         "server_name": "calendar", "input": {"day": "today"}},
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": True,
+         "content": [{"type": "text", "text": "Error: 500 from the calendar"}]},
+        {"type": "server_tool_use", "id": "srvtoolu_s", "name": "tool_search_tool_regex",
+         "input": {"pattern": "weather"}},
+        {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_s", "content": {
+            "type": "tool_search_tool_result_error", "error_code": "invalid_pattern"}},
+    ])
+    acts = of(parts, Activity)
+    assert [(a.name, a.state) for a in acts] == [("mcp_call", "started"), ("mcp_call", "failed"),
+                                                 ("tool_search", "started"),
+                                                 ("tool_search", "failed")]
+    assert acts[0].input == {"server": "calendar", "tool": "list_events",
+                             "arguments": {"day": "today"}}
+    assert (acts[1].error_code, acts[1].output) == ("tool_error",
+                                                    {"error": "Error: 500 from the calendar"})
+    assert (acts[3].error_code, acts[3].summary) == ("invalid_pattern", "invalid_pattern")
+
+
+def test_a_cut_mcp_call_is_known_to_have_started() -> None:
+    parts = stream(START, start(0, {"type": "mcp_tool_use", "id": "mcptoolu_2", "name": "ask",
+                                    "server_name": "wiki", "input": {}}),
+                   delta(0, {"type": "input_json_delta", "partial_json": '{"question": "wh'}))
+    (started,) = of(parts, Activity)
+    assert (started.state, started.input) == ("started", {
+        "server": "wiki", "tool": "ask", "arguments": {"question": "wh"}})
+    assert of(parts, ResponseEnd) == []
+
+
+def test_a_refusal_in_a_body_and_one_without_details() -> None:
+    details = {"type": "refusal", "category": "cyber", "explanation": "Not this."}
+    (refusal,) = of(body([], stop_reason="refusal", stop_details=details), Refusal)
+    assert (refusal.category, refusal.explanation) == ("cyber", "Not this.")
+    assert refusal.payload.value["stop_details"] == details
+    assert of(body([], stop_reason="refusal"), Refusal) == []  # nothing said, nothing shown

@@ -273,3 +273,114 @@ def test_streamed_function_call_arguments_make_two_calls() -> None:
     assert second.payload.value == {"functionCall": {"name": "getWeather",
                                                      "args": {"location": "San Francisco"}}}
     assert parts[-1] == ResponseEnd("tool_use")
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic wire: what the recordings lack
+
+
+def stream(*chunks: dict[str, Any]) -> list[Any]:
+    import providers
+
+    return list(providers.parse(P, b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n"
+                                            for c in chunks)))
+
+
+def chunk(*pieces: dict[str, Any], finish: str | None = None, **candidate: Any) -> dict:
+    value: dict[str, Any] = {"content": {"role": "model", "parts": list(pieces)}, "index": 0,
+                             **candidate}
+    if finish:
+        value["finishReason"] = finish
+    return {"candidates": [value], "modelVersion": "gemini-3-pro", "responseId": "r9"}
+
+
+def test_a_tool_response_without_an_id_answers_the_oldest_open_call() -> None:
+    parts = stream(
+        chunk({"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "id": "a1",
+                            "args": {"queries": ["q1"]}}}),
+        chunk({"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "id": "a2",
+                            "args": {"queries": ["q2"]}}}),
+        chunk({"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "response": {}}}),
+        chunk({"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "id": "a2", "response": {}}}),
+        chunk({"text": "done"}, finish="STOP"),
+    )
+    assert transitions(parts) == [("a1", "web_search", "started"), ("a2", "web_search", "started"),
+                                  ("a1", "web_search", "completed"),
+                                  ("a2", "web_search", "completed")]
+    assert parts[-1] == ResponseEnd("end_turn")
+
+
+def test_an_unknown_server_tool_is_kept_whole() -> None:
+    parts = stream(chunk({"toolCall": {"toolType": "GOOGLE_MAPS", "id": "m1"}}),
+                   chunk({"text": "x"}, finish="STOP"))
+    assert [a.type for a in of(parts, Artifact)] == ["google.part.toolCall"]
+    assert of(parts, Activity) == []
+
+
+def test_a_lone_signature_is_opaque_reasoning_and_an_empty_part_is_nothing() -> None:
+    parts = stream(chunk({"text": ""}), chunk({"text": "", "thoughtSignature": "c2ln"}),
+                   chunk({"functionCall": {"name": "f", "args": {}}}, finish="STOP"))
+    (block,) = of(parts, BlockStart)
+    assert (block.kind, block.redacted) == ("reasoning", True)
+    assert block.payload.value["content"]["parts"] == [{"text": "", "thoughtSignature": "c2ln"}]
+    assert parts[-1] == ResponseEnd("tool_use")
+
+
+def test_url_context_failures_fail_their_fetch() -> None:
+    metadata = {"urlMetadata": [
+        {"retrievedUrl": "https://a.example/", "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"},
+        {"retrievedUrl": "https://b.example/",
+         "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_PAYWALL"},
+        {"retrievedUrl": "https://c.example/",
+         "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_UNSPECIFIED"},
+    ]}
+    parts = stream(chunk({"text": "x"}, urlContextMetadata=metadata),
+                   chunk({"text": "y"}, finish="STOP", urlContextMetadata=metadata))
+    acts = of(parts, Activity)
+    assert [(a.input["url"], a.state, a.error_code) for a in acts] == [
+        ("https://a.example/", "started", ""), ("https://a.example/", "failed", "error"),
+        ("https://b.example/", "started", ""), ("https://b.example/", "failed", "paywall"),
+        ("https://c.example/", "started", ""),  # no status: it never says it finished
+    ]
+
+
+def test_streamed_arguments_of_every_type_and_path() -> None:
+    pieces = [
+        {"functionCall": {"name": "book", "willContinue": True}},
+        {"functionCall": {"partialArgs": [
+            {"jsonPath": "$.city", "stringValue": "San ", "willContinue": True},
+            {"jsonPath": "$.city", "stringValue": "José"},
+            {"jsonPath": "$.nights", "numberValue": 3},
+            {"jsonPath": "$.pets", "boolValue": False},
+            {"jsonPath": "$.note", "nullValue": None},
+            {"jsonPath": "$.guests[0].name", "stringValue": "Ana"},
+            {"jsonPath": "$.guests[1].name", "stringValue": "Bo"},
+            {"jsonPath": "$['odd key']", "stringValue": "v"},
+        ], "willContinue": True}},
+        {"functionCall": {}},
+    ]
+    parts = stream(*(chunk(p) for p in pieces), chunk({"text": "ok"}, finish="STOP"))
+    (call,) = of(parts, ToolCall)
+    assert call.arguments == {"city": "San José", "nights": 3, "pets": False, "note": None,
+                              "guests": [{"name": "Ana"}, {"name": "Bo"}], "odd key": "v"}
+
+
+def test_a_call_whose_arguments_were_cut_is_an_incomplete_call() -> None:
+    parts = stream(
+        chunk({"functionCall": {"name": "getWeather", "willContinue": True}}),
+        chunk({"functionCall": {"partialArgs": [{"jsonPath": "$.location",
+                                                 "stringValue": "Bos", "willContinue": True}],
+                                "willContinue": True}}),
+    )
+    (call,) = of(parts, ToolCall)
+    assert (call.name, call.arguments, call.incomplete, call.payload) == (
+        "getWeather", {"location": "Bos"}, True, None)
+    assert of(parts, ResponseEnd) == []
+    (event,) = events_of_parts(parts)
+    assert event.kind == "tool_call_request" and event.body.incomplete is True
+
+
+def events_of_parts(parts: list[Any]) -> list[Any]:
+    from streams.run import assemble
+
+    return assemble([("cut", parts)], on_unreadable="cut")[1]

@@ -337,3 +337,122 @@ def test_perplexity_citations_and_their_markers() -> None:
     for event in events_of(P, PERPLEXITY):
         for a in event.attributions:
             assert a.start is not None and event.text[a.start:a.end]
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic wire: what the recordings lack
+
+
+def parse(*events: dict[str, Any]) -> list[Any]:
+    import providers
+
+    return list(providers.parse(P, b"".join(orjson.dumps(e) + b"\n" for e in events)))
+
+
+def body(*output: dict[str, Any]) -> list[Any]:
+    import providers
+
+    return list(providers.parse(P, orjson.dumps({
+        "id": "resp_s", "object": "response", "model": "gpt-x", "status": "completed",
+        "output": list(output)})))
+
+
+CREATED = {"type": "response.created", "response": {"id": "resp_c", "object": "response",
+                                                    "model": "gpt-x", "output": []}}
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElF"
+         "TkSuQmCC")  # a 1x1 PNG
+
+
+def test_a_client_tool_search_is_the_hosts_to_run_not_a_hosted_activity() -> None:
+    parts = body({"type": "tool_search_call", "id": "tsc_c", "execution": "client",
+                  "call_id": "call_1", "arguments": {"query": "weather"}, "status": "completed"})
+    assert of(parts, Activity) == []
+    assert [a.type for a in of(parts, Artifact)] == ["tool_search_call"]  # kept whole
+
+
+def test_mcp_calls_without_a_status_say_by_their_output_or_error() -> None:
+    parts = body(
+        {"type": "mcp_call", "id": "mcp_a", "server_label": "s", "name": "t", "arguments": "{}",
+         "output": "fine", "error": None},
+        {"type": "mcp_call", "id": "mcp_b", "server_label": "s", "name": "t", "arguments": "{}",
+         "output": None, "error": "connector timed out"},
+    )
+    assert transitions(parts) == [("mcp_a", "mcp_call", "started"),
+                                  ("mcp_a", "mcp_call", "completed"),
+                                  ("mcp_b", "mcp_call", "started"),
+                                  ("mcp_b", "mcp_call", "failed")]
+    failed = of(parts, Activity)[-1]
+    assert (failed.error_code, failed.output) == ("error", {"error": "connector timed out"})
+
+
+def test_an_image_generation_cut_after_a_partial_image_shows_it() -> None:
+    item = {"id": "ig_1", "type": "image_generation_call", "status": "in_progress"}
+    parts = parse(
+        CREATED,
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.image_generation_call.partial_image", "output_index": 0,
+         "item_id": "ig_1", "partial_image_index": 0, "partial_image_b64": PIXEL,
+         "output_format": "png"},
+    )
+    (started,) = of(parts, Activity)
+    assert (started.state, started.output) == ("started", {"images": [
+        {"url": "data:image/png;base64," + PIXEL, "media_type": "image/png"}]})
+
+
+@pytest.mark.parametrize(("url", "kept"), [
+    ("data:image/png;base64," + PIXEL, True),
+    ("data:image/jpeg;base64,/9j/4AAQ", True),
+    ("data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=", False),  # SVG can carry script
+    ("data:image/png;base64,not base64!", False),
+    ("data:image/png,plain", False),
+    ("https://example.org/a.png", False),  # only the image itself, never a remote fetch
+    ("data:image/png;base64," + "A" * (4 * 1024 * 1024), False),  # too long to keep inline
+    ("data:text/html;base64,PGI+", False),
+])
+def test_only_raster_data_urls_of_a_bounded_size_are_kept(url: str, kept: bool) -> None:
+    parts = body({"type": "code_interpreter_call", "id": "ci_1", "status": "completed",
+                  "code": "plot()", "container_id": "c",
+                  "outputs": [{"type": "image", "url": url}]})
+    completed = of(parts, Activity)[-1]
+    images = (completed.output or {}).get("images", [])
+    assert images == ([{"url": url, "media_type": url[5:url.index(";")]}] if kept else [])
+    assert completed.payload.value["outputs"][0]["url"] == url  # the payload keeps it anyway
+
+
+def test_a_streamed_perplexity_answer_reads_as_its_body() -> None:
+    """Markers split across chunks are taken out as in the body, with the same citations."""
+    import providers
+
+    (answer,) = wire(P, PERPLEXITY)
+    content = answer["choices"][0]["message"]["content"]
+    whole = parts_of(P, PERPLEXITY)
+    for size in (1, 2, 3, 7, 50):
+        pieces = [content[i:i + size] for i in range(0, len(content), size)]
+        chunks = [{"id": answer["id"], "model": "sonar", "object": "chat.completion.chunk",
+                   "citations": answer["citations"],
+                   "choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces]
+        chunks.append({"id": answer["id"], "model": "sonar", "object": "chat.completion.chunk",
+                       "citations": answer["citations"],
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        raw = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        parts = list(providers.parse(P, raw))
+        assert texts(parts) == texts(whole)
+        assert [(c.url, c.start, c.end) for c in of(parts, Citation)] == [
+            (c.url, c.start, c.end) for c in of(whole, Citation)]
+        (end,) = of(parts, BlockEnd)
+        assert end.payload.value["content"] == content  # as sent, markers in
+
+
+def test_bracketed_numbers_that_are_no_markers_stay() -> None:
+    import providers
+
+    content = "See [1](https://x.example/) and a[2] but [1]."
+    value = {"id": "p", "model": "sonar", "object": "chat.completion",
+             "citations": ["https://a.example/"],
+             "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": content}}]}
+    parts = list(providers.parse(P, orjson.dumps(value)))
+    (text,) = texts(parts).values()
+    assert text == "See [1](https://x.example/) and a[2] but ."  # a link, an unknown number
+    (citation,) = of(parts, Citation)
+    assert text[citation.start:citation.end] == "See [1](https://x.example/) and a[2] but"
