@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .activities import NO_DETAILS, ActivityDetails, LabelPart
 from .entry_point import SEARCH_ENTRY_POINT_SANDBOX
 from .links import source_anchor, source_href
 from .sources import Source
@@ -75,6 +76,11 @@ class ActivityItem:
     sources: tuple[SourceItem, ...]
     error_code: str
     type: str = "activity"
+    # The reader's label for activities whose name says too little ("MCP call `t` on S",
+    # "Looked up tools: ..."); () shows the name. ``state_label``: the state in words.
+    label: tuple[LabelPart, ...] = ()
+    state_label: str = ""
+    details: ActivityDetails = NO_DETAILS  # code, output, images, tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,18 @@ class ToolCallItem:
     name: str
     arguments: str  # JSON text, plain
     type: str = "tool_call"
+    incomplete: bool = False  # the stream was cut while its arguments arrived
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalItem:
+    """The provider refused, and said why (a category and an explanation, plain text)."""
+
+    seq: int | None
+    event_id: str
+    category: str
+    explanation: str
+    type: str = "refusal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +150,7 @@ class ErrorItem:
 
 
 TimelineItem = (MessageItem | ActivityItem | ReasoningItem | ToolCallItem | ToolResultItem
-                | ErrorItem | ArtifactItem)
+                | ErrorItem | ArtifactItem | RefusalItem)
 
 
 @dataclass(frozen=True, slots=True)

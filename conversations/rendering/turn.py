@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streams.bodies import (
@@ -19,10 +19,12 @@ from streams.bodies import (
     ArtifactBody,
     ErrorBody,
     ReasoningBody,
+    RefusalBody,
     ToolCallBody,
     ToolResultBody,
 )
 
+from .activities import activity_details, activity_label, state_label
 from .entry_point import search_entry_point_srcdoc
 from .items import (
     ActivityItem,
@@ -30,6 +32,7 @@ from .items import (
     ErrorItem,
     MessageItem,
     ReasoningItem,
+    RefusalItem,
     RenderedTurn,
     SanitizedHTML,
     SourceItem,
@@ -51,7 +54,7 @@ from .sources import (
 from .text import clean_block_text, clean_text
 
 # Bump on ANY change to rendered output: cached HTML is keyed by (RENDERER_VERSION, event id).
-RENDERER_VERSION = 2
+RENDERER_VERSION = 3
 
 
 def _str(value: object) -> str:
@@ -123,6 +126,7 @@ class _ActivityGroup:
     summary: str = ""
     error_code: str = ""
     sources: list[dict[str, Any]] = field(default_factory=list)
+    output: dict[str, Any] = field(default_factory=dict)  # every transition's, merged
 
 
 def _activity_item(
@@ -140,19 +144,32 @@ def _activity_item(
             seen.add(source.key)
             sources.append(item_for(source))
     started_only = group.state == "started"
+    name = clean_text(group.name, limit=100) or "activity"
+    state = group.state or "started"
+    error_code = clean_text(group.error_code, limit=200)
+    details = activity_details(group.inputs, group.output)
+    if details.return_code is not None and group.summary.startswith(
+        f"exit code {details.return_code}"
+    ):
+        details = replace(details, return_code=None)  # the summary says it already
+    never_finished = started_only and not streaming
     return ActivityItem(
         seq=group.seq,
         event_ids=tuple(group.event_ids),
         activity_id=clean_text(group.activity_id, limit=200),
-        name=clean_text(group.name, limit=100) or "activity",
-        state=group.state or "started",
-        never_finished=started_only and not streaming,
+        name=name,
+        state=state,
+        never_finished=never_finished,
         running=started_only and streaming,
         query=query,
         inputs=inputs,
         summary=clean_text(group.summary, limit=500),
         sources=tuple(sources),
-        error_code=clean_text(group.error_code, limit=200),
+        error_code=error_code,
+        label=activity_label(name, state, group.inputs, details),
+        state_label=state_label(name, state, error_code, never_finished=never_finished,
+                                running=started_only and streaming),
+        details=details,
     )
 
 
@@ -217,6 +234,8 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
             group.summary = activity.summary or group.summary
             group.error_code = activity.error_code or group.error_code
             group.sources.extend(activity.sources or ())
+            if activity.output:
+                group.output.update(activity.output)
         elif kind == "reasoning":
             redacted = ReasoningBody.from_body(event).redacted
             items.append(
@@ -237,6 +256,17 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
                     call_id=clean_text(call.id, limit=200),
                     name=clean_text(call.name, limit=200),
                     arguments=_tool_arguments(call.arguments),
+                    incomplete=call.incomplete is True,
+                )
+            )
+        elif kind == "refusal":
+            refusal = RefusalBody.from_body(event)
+            items.append(
+                RefusalItem(
+                    seq=seq,
+                    event_id=eid,
+                    category=clean_text(refusal.category, limit=100),
+                    explanation=clean_block_text(refusal.explanation, limit=5_000),
                 )
             )
         elif kind == "tool_call_response":

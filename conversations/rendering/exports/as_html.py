@@ -9,18 +9,20 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..activities import ActivityDetails
 from ..entry_point import SEARCH_ENTRY_POINT_SANDBOX
 from ..items import (
     ActivityItem,
     ArtifactItem,
     MessageItem,
     ReasoningItem,
+    RefusalItem,
     SourceItem,
     ToolCallItem,
 )
 from ..text import clean_text
 from ..turn import RENDERER_VERSION, render_turn
-from .document import activity_line, document_turns, role_label
+from .document import activity_line, document_turns, role_label, shows_tools
 
 _CSS = """
 :root { color-scheme: light dark; --muted: #666; --line: #ddd; --cite: #fff3bf; }
@@ -40,6 +42,10 @@ section.turn > h2 { font-size: 1.05rem; margin: 0 0 .5rem; }
 .sources li:target { outline: 2px solid #3b82f6; }
 .sources blockquote { margin: .2rem 0 .4rem 1rem; color: var(--muted); font-size: .9em; }
 iframe.search-entry-point { border: 0; width: 100%; height: 4.5rem; }
+.activity-details pre { overflow-x: auto; padding: .6rem; background: rgba(127, 127, 127, .12);
+  white-space: pre-wrap; }
+.activity-details img { max-width: 100%; height: auto; }
+.error, .refusal .activity { color: #b91c1c; }
 table { border-collapse: collapse; } th, td { border: 1px solid var(--line); padding: .2rem .5rem; }
 """
 
@@ -70,19 +76,46 @@ def _html_source(source: SourceItem) -> str:
     return "".join(parts)
 
 
+def _html_details(details: ActivityDetails, tools: bool = True) -> str:
+    """An activity's code, output and the rest. Images are ``data:`` URLs already checked
+    (``activities.safe_image_url``), which this file's CSP allows (``img-src data:``)."""
+    out = []
+    if details.code:
+        out.append(f"<pre><code>{_e(details.code)}</code></pre>")
+    for label, text in (("Output", details.output), ("stderr", details.stderr)):
+        if text:
+            out.append(f'<p class="activity">{label}</p><pre>{_e(text)}</pre>')
+    if details.return_code is not None:
+        out.append(f'<p class="activity">Exit code {details.return_code}</p>')
+    if details.error:
+        out.append(f'<p class="error">{_e(details.error)}</p>')
+    out.extend(f'<img src="{_e(url)}" alt="Image produced by this activity">'
+               for url in details.images)
+    if details.tools and tools:
+        out.append("<ul>" + "".join(f"<li><code>{_e(t)}</code></li>" for t in details.tools)
+                   + "</ul>")
+    return f'<div class="activity-details">{"".join(out)}</div>' if out else ""
+
+
 def _html_item(item: Any) -> str:
     if isinstance(item, MessageItem):
         note = '<p class="status">(This message was cut off.)</p>' if item.incomplete else ""
         return f'<div class="message">{item.html}</div>{note}'
     if isinstance(item, ActivityItem):
         summary = f'<summary class="activity">{_e(activity_line(item))}</summary>'
+        details = _html_details(item.details, shows_tools(item))
         if not item.sources:
-            return f'<details class="activity-group">{summary}</details>'
+            return f'<details class="activity-group">{summary}{details}</details>'
         listed = "".join(
             f"<li>{'[' + str(s.number) + '] ' if s.number else ''}{_html_source(s)}</li>"
             for s in item.sources
         )
-        return f'<details class="activity-group">{summary}<ul>{listed}</ul></details>'
+        return f'<details class="activity-group">{summary}{details}<ul>{listed}</ul></details>'
+    if isinstance(item, RefusalItem):
+        category = f" ({_e(item.category)})" if item.category else ""
+        explanation = f"<p>{_e(item.explanation)}</p>" if item.explanation else ""
+        return (f'<div class="refusal"><p class="activity">Refused by the provider{category}'
+                f"</p>{explanation}</div>")
     if isinstance(item, ReasoningItem):
         if item.redacted:
             return '<p class="activity">Reasoning (redacted by the provider)</p>'
@@ -93,9 +126,10 @@ def _html_item(item: Any) -> str:
             f"<pre>{_e(item.text)}</pre></details>"
         )
     if isinstance(item, ToolCallItem):
+        cut = " (cut off while its arguments arrived)" if item.incomplete else ""
         return (
             f'<div class="tool-call"><p class="activity">Tool call <code>{_e(item.name)}</code>'
-            f"</p><pre>{_e(item.arguments)}</pre></div>"
+            f"{cut}</p><pre>{_e(item.arguments)}</pre></div>"
         )
     if isinstance(item, ArtifactItem):
         head = f'<p class="artifact-type">{_e(item.artifact_type)}'

@@ -10,11 +10,13 @@ import re
 from bisect import bisect_right
 from typing import Any
 
+from ..activities import ActivityDetails
 from ..items import (
     ActivityItem,
     ArtifactItem,
     MessageItem,
     ReasoningItem,
+    RefusalItem,
     SourceItem,
     ToolCallItem,
 )
@@ -23,7 +25,7 @@ from ..runs import event_id, merge_run
 from ..sources import attribution_range, citation_order, number_sources, seq_order
 from ..text import clean_text
 from ..turn import RENDERER_VERSION, render_turn
-from .document import activity_line, document_turns, role_label
+from .document import activity_line, document_turns, labelled_summary, role_label, shows_tools
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~&])")
 
@@ -100,6 +102,37 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
     return out.strip("\n")
 
 
+def _md_activity(item: ActivityItem) -> str:
+    """An activity's line: a labelled one with its code parts as Markdown code."""
+    if not item.label:
+        return _md_text(activity_line(item))
+    label = "".join(f"`{text.replace('`', '')}`" if code else _md_text(text)
+                    for text, code in item.label)
+    query = f" “{_md_text(item.query)}”" if item.query and item.state != "completed" else ""
+    return f"{label}{query} — {_md_text(item.state_label)}{_md_text(labelled_summary(item))}"
+
+
+def _md_details(details: ActivityDetails, tools: bool = True) -> list[str]:
+    """An activity's code, output and the rest as Markdown lines. Images are named, not
+    embedded: a Markdown file has no policy that allows ``data:`` images."""
+    lines: list[str] = []
+    if details.code:
+        lines += [_fence(details.code, details.code_language or "text"), ""]
+    for label, text in (("Output", details.output), ("stderr", details.stderr)):
+        if text:
+            lines += [f"{label}:", "", _fence(text), ""]
+    if details.return_code is not None:
+        lines += [f"Exit code {details.return_code}.", ""]
+    if details.error:
+        lines += [f"Error: {_md_text(details.error)}", ""]
+    for url in details.images:
+        media = url[5:url.index(";")]
+        lines += [f"_(An image, {_md_text(media)}: kept in the JSON export.)_", ""]
+    if details.tools and tools:
+        lines += ["Tools: " + ", ".join(f"`{t.replace('`', '')}`" for t in details.tools), ""]
+    return lines
+
+
 def _md_source(source: SourceItem) -> str:
     name = _md_text(source.label)
     link = f"[{name}]({_md_url(source.href)})" if source.href else name
@@ -150,7 +183,8 @@ def markdown_export(doc: dict[str, Any]) -> str:
                 if item.incomplete:
                     lines += ["_(This message was cut off.)_", ""]
             elif isinstance(item, ActivityItem):
-                lines += [f"> {_md_text(activity_line(item))}", ""]
+                lines += [f"> {_md_activity(item)}", ""]
+                lines += _md_details(item.details, shows_tools(item))
             elif isinstance(item, ReasoningItem):
                 if item.redacted:
                     lines += ["> _Reasoning (redacted by the provider)_", ""]
@@ -164,12 +198,19 @@ def markdown_export(doc: dict[str, Any]) -> str:
                         "",
                     ]
             elif isinstance(item, ToolCallItem):
+                cut = " (cut off while its arguments arrived)" if item.incomplete else ""
                 lines += [
-                    f"Tool call `{item.name.replace('`', '')}`:",
+                    f"Tool call `{item.name.replace('`', '')}`{cut}:",
                     "",
                     _fence(item.arguments, "json"),
                     "",
                 ]
+            elif isinstance(item, RefusalItem):
+                category = f" ({_md_text(item.category)})" if item.category else ""
+                lines += [f"> **Refused by the provider**{category}", ""]
+                if item.explanation:
+                    lines += [f"> {_md_text(line)}" for line in item.explanation.splitlines()]
+                    lines.append("")
             elif isinstance(item, ArtifactItem):
                 summary = f": {_md_text(item.summary)}" if item.summary else ""
                 lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]

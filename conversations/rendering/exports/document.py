@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..activities import label_text
 from ..items import ActivityItem, RenderedTurn
 
 
@@ -23,9 +24,28 @@ def role_label(turn: RenderedTurn) -> str:
 
 def activity_line(item: ActivityItem) -> str:
     """A hosted activity as one line of plain text."""
+    if item.label:  # "MCP call `search_events` on Google Calendar — failed: 500"
+        query = f" “{item.query}”" if item.query and item.state != "completed" else ""
+        return f"{label_text(item.label)}{query} — {item.state_label}{labelled_summary(item)}"
     state = "never finished" if item.never_finished else item.state
     what = item.name.replace("_", " ")
     query = f" “{item.query}”" if item.query else ""
     summary = f" — {item.summary}" if item.summary else ""
     error = f" (error: {item.error_code})" if item.error_code else ""
     return f"{what}{query}: {state}{summary}{error}"
+
+
+def labelled_summary(item: ActivityItem) -> str:
+    """The summary after a labelled activity's state, unless its label or details say it."""
+    details = item.details
+    if not item.summary or item.summary == item.error_code:
+        return ""
+    if details.output or details.error or details.tools:
+        return ""
+    return f" · {item.summary}"
+
+
+def shows_tools(item: ActivityItem) -> bool:
+    """Whether the tools an activity found are listed under it (a tool search's label names
+    them already)."""
+    return bool(item.details.tools) and item.name != "tool_search"
