@@ -2,10 +2,13 @@
 
     uv run python -m bench.ingest [--repeat N] [--runs N] [--profile assemble|persist]
                                   [--provider anthropic|openai|google] [--cpu]
+                                  [--set providers|providers-more|both]
 
 Prints stream parts per second for (1) adapters + assembler and (2) the same plus SQLite
 persistence, each as a ratio to the floor: only JSON-parsing the same event lines, measured in
-the same run. Targets: (1) <= 3x the floor, (2) <= 10x.
+the same run. Targets: (1) <= 3x the floor, (2) <= 10x. ``--set`` picks the recordings under
+``../shared/fixtures``: the first set, the second (server tools, MCP, ...), or both (default);
+parts/s compares across sets, the ratios are per set.
 """
 
 from __future__ import annotations
@@ -37,14 +40,27 @@ import providers  # noqa: E402
 from conversations.ingest import ResponseFile, ingest  # noqa: E402
 from providers.wire import read  # noqa: E402
 from streams.builder import EventBuilder  # noqa: E402
-from tests.support import PROVIDER_FIXTURES, recorded  # noqa: E402
+from tests.support import FIXTURE_SETS, PROVIDER_FIXTURES, SHARED, recorded  # noqa: E402
 
 
-def load_responses(only: str | None = None) -> list[tuple[str, ResponseFile, list[bytes]]]:
+def load_responses(
+    only: str | None = None, sets: tuple[str, ...] = ("providers",)
+) -> list[tuple[str, ResponseFile, list[bytes]]]:
+    out = []
+    for fixture_set in sets:
+        root = SHARED / "fixtures" / fixture_set
+        if root.exists():
+            out += _responses(root, fixture_set, only)
+    return out
+
+
+def _responses(
+    root: Path, fixture_set: str, only: str | None
+) -> list[tuple[str, ResponseFile, list[bytes]]]:
     out = []
     for provider in (only,) if only else ("anthropic", "openai", "google"):
-        for path in sorted((PROVIDER_FIXTURES / provider).glob("*")):
-            for i, rec in enumerate(recorded(provider, path.name)):
+        for path in sorted((root / provider).glob("*")):
+            for i, rec in enumerate(recorded(provider, path.name, fixture_set)):
                 context = rec.context
                 wire = read(rec.raw)
                 # The floor parses each event's JSON text once (a body is one document).
@@ -87,10 +103,15 @@ def main() -> None:
         "--cpu", action="store_true",
         help="time by this process's CPU time, not wall time (steadier on a busy machine)",
     )
+    parser.add_argument(
+        "--set", choices=(*FIXTURE_SETS, "both"), default="both", dest="fixture_set",
+        help="which recordings under ../shared/fixtures (default: both sets)",
+    )
     args = parser.parse_args()
     if not PROVIDER_FIXTURES.exists():
         sys.exit(f"{PROVIDER_FIXTURES} is absent: the benchmark reads ../shared in place")
-    responses = load_responses(args.provider)
+    sets = FIXTURE_SETS if args.fixture_set == "both" else (args.fixture_set,)
+    responses = load_responses(args.provider, sets)
     call_command("migrate", verbosity=0)
 
     def floor() -> None:
@@ -137,8 +158,8 @@ def main() -> None:
     t_persist = best["persist"] * args.repeat / max(1, args.repeat // 4)
 
     total_parts = parts_per_pass * args.repeat
-    print(f"fixtures: {len(responses)} responses, {parts_per_pass} stream parts per pass, "
-          f"{args.repeat} passes")
+    print(f"fixtures ({', '.join(sets)}): {len(responses)} responses, {parts_per_pass} stream "
+          f"parts per pass, {args.repeat} passes")
     print(f"floor (JSON parse only):     {total_parts / t_floor:>12,.0f} parts/s")
     print(f"adapters + assembler:        {total_parts / t_assemble:>12,.0f} parts/s   "
           f"ratio {t_assemble / t_floor:5.2f}x floor (target <= 3x)")
