@@ -1,7 +1,70 @@
 """Gemini ``generateContent`` bodies and ``streamGenerateContent`` streams (SSE, or a JSON array
 of chunks).
 
+generateContent / streamGenerateContent (candidate ``index`` 0; other candidates -> ``Artifact``):
 
+* Consecutive ``text`` parts form ONE block, across stream chunks: ``thought: true`` parts a
+  ``reasoning`` block, the others a ``message`` block. A part carrying only a ``thoughtSignature``
+  joins the open block. The block payload (format ``google.candidate``) is the candidate as the
+  non-streaming API would return it for this block: ``{"content": {"role": "model", "parts":
+  [...]}}`` plus ``groundingMetadata`` / ``citationMetadata`` / ``urlContextMetadata`` as received
+  (the last non-empty value). Streamed parts are merged into one part (text concatenated,
+  ``thoughtSignature`` kept); a body keeps its parts as sent.
+* A part with no text (``{"text": ""}``) is no message: its ``thoughtSignature``, if any, joins
+  the open block's payload; with no block open, a lone signature is redacted reasoning.
+* ``functionCall`` -> ``ToolCall`` (id = ``functionCall.id``, else ``"{responseId}:call:{n}"``).
+  Streamed arguments (Vertex ``streamFunctionCallArguments``): a call with ``willContinue`` and
+  no ``args`` is held while ``partialArgs`` pieces (``jsonPath`` with a ``stringValue`` /
+  ``numberValue`` / ``boolValue`` / ``nullValue``; a string piece with ``willContinue`` goes on
+  in the next) build its arguments, until a piece without ``willContinue`` (``{}``) ends it.
+  Its payload is the part as a whole response would hold it (``name``, ``args``, the first
+  piece's ``thoughtSignature``). A call cut before its end is ``ToolCall(incomplete=True)``
+  with the arguments that arrived and no payload.
+* ``executableCode`` / ``codeExecutionResult`` -> ``code_execution`` activity (id = the part's
+  ``id``, else ``"{responseId}:code:{n}"``; a result closes the oldest open call; its
+  ``output`` is the activity's output text). Gemini 2.5 shows a File Search it runs as
+  ``executableCode`` ``print(file_search.query(query="..."))`` (nothing executes it): that is a
+  ``file_search`` activity, input ``{"query": ...}``, completed by the retrieved-context
+  grounding that comes back, the chunks its sources.
+* ``toolCall`` / ``toolResponse`` (Google's own tools, by ``toolType``: ``GOOGLE_SEARCH_WEB`` ->
+  ``web_search``, ``FILE_SEARCH`` -> ``file_search``) -> the activity by the part's own ``id``
+  (a response without one answers the oldest open call of its tool): ``started`` with the
+  call's ``args``, ``completed`` at the response, whose ``search_suggestions`` is the search
+  entry point below. A response with a search ``toolCall`` makes no grounding search activity.
+  Other tool types -> ``Artifact``.
+* Any other part (``inlineData``, ...) -> ``Artifact(type="google.part.<key>")``.
+* ``groundingMetadata``: ``{}`` (intermediate stream chunks) is ignored. ``webSearchQueries``
+  (empty strings left out) -> one ``web_search`` activity, ``started`` then ``completed``, id
+  ``"{responseId}:search"``, input ``{"queries": [...]}``, sources = ``groundingChunks[].web``,
+  summary "2 queries · 5 sources". ``groundingSupports`` -> one ``Citation`` per referenced chunk,
+  ``unit="utf8"`` (the offsets are UTF-8 bytes), ``start`` = ``startIndex`` (absent means 0:
+  proto3 JSON drops zeros), ``quote`` = ``segment.text``. A ``retrievedContext`` chunk with no
+  ``uri`` (File Search) is cited by its ``title``, else ``documentName``, else its
+  ``fileSearchStore``: a source with no link, the chunk's ``text`` its excerpt (its
+  ``customMetadata`` stays in the payload). The offsets are passed through raw; the
+  builder checks them against ``quote``. In a body, ``segment.partIndex`` picks the part (its
+  offset inside the merged block is added); in a stream the offsets address the whole streamed
+  text (the recordings show it), so ``partIndex`` is not used. Supports with no open message
+  block to land on (e.g. the text block was closed by a later ``functionCall``) are kept whole
+  as an ``Artifact(type="google.candidate_metadata")``: a citation cannot follow ``BlockEnd``.
+* ``urlContextMetadata`` (URL context) -> one ``web_fetch`` activity per ``retrievedUrl``, id
+  ``"{responseId}:url_context:{n}"``: ``started``, then ``completed`` (SUCCESS, the URL its
+  source) or ``failed`` (``error_code`` = the status without its prefix, lower case: "error",
+  "paywall", "unsafe"); UNSPECIFIED leaves it started.
+* ``searchEntryPoint`` (HTML + CSS Google requires to be shown) -> ``Artifact(type=
+  "google.search_entry_point", display_html=renderedContent)``, emitted after the blocks close;
+  payload value = the ``searchEntryPoint`` object verbatim.
+* ``citationMetadata.citationSources`` -> ``Citation`` (``unit="utf8"``, assumed like grounding;
+  no quote is sent, so the builder can only bounds-check them).
+* ``finishReason``: STOP -> ``end_turn`` (``tool_use`` when the response called a function:
+  Gemini has no separate reason), MAX_TOKENS -> ``max_tokens``, SAFETY / RECITATION /
+  BLOCKLIST / PROHIBITED_CONTENT / SPII / IMAGE_* -> ``refusal``; every other reason
+  (MALFORMED_FUNCTION_CALL, OTHER, LANGUAGE, future values) -> ``StreamError(code=<reason in
+  lower case>)`` then ``error``. ``promptFeedback.blockReason`` without candidates -> ``refusal``.
+  An ``{"error": {...}}`` body or chunk -> ``StreamError`` then ``error``.
+* ``usageMetadata``: its integer counters, verbatim names (``toolUsePromptTokenCount``, ...).
+* Served model: ``modelVersion``; only when the response has none, the model named by
+  ``context.endpoint`` (``.../models/<model>:...``).
 """
 
 from __future__ import annotations

@@ -1,46 +1,5 @@
 """The Gemini Interactions API: ``event_type`` stream events, or a whole Interaction body.
 
-Interactions API (``event_type`` events, or an Interaction body).
-
-generateContent / streamGenerateContent (candidate ``index`` 0; other candidates -> ``Artifact``):
-
-* Consecutive ``text`` parts form ONE block, across stream chunks: ``thought: true`` parts a
-  ``reasoning`` block, the others a ``message`` block. A part carrying only a ``thoughtSignature``
-  joins the open block. The block payload (format ``google.candidate``) is the candidate as the
-  non-streaming API would return it for this block: ``{"content": {"role": "model", "parts":
-  [...]}}`` plus ``groundingMetadata`` / ``citationMetadata`` / ``urlContextMetadata`` as received
-  (the last non-empty value). Streamed parts are merged into one part (text concatenated,
-  ``thoughtSignature`` kept); a body keeps its parts as sent.
-* ``functionCall`` -> ``ToolCall`` (id = ``functionCall.id``, else ``"{responseId}:call:{n}"``).
-* ``executableCode`` / ``codeExecutionResult`` -> ``code_execution`` activity (id = the part's
-  ``id``, else ``"{responseId}:code:{n}"``; a result closes the oldest open call).
-* Any other part (``inlineData``, ``toolCall``, ...) -> ``Artifact(type="google.part.<key>")``.
-* ``groundingMetadata``: ``{}`` (intermediate stream chunks) is ignored. ``webSearchQueries`` ->
-  one ``web_search`` activity, ``started`` then ``completed``, id ``"{responseId}:search"``,
-  input ``{"queries": [...]}``, sources = ``groundingChunks[].web``, summary
-  "2 queries · 5 sources". ``groundingSupports`` -> one ``Citation`` per referenced chunk,
-  ``unit="utf8"`` (the offsets are UTF-8 bytes), ``start`` = ``startIndex`` (absent means 0:
-  proto3 JSON drops zeros), ``quote`` = ``segment.text``. The offsets are passed through raw; the
-  builder checks them against ``quote``. In a body, ``segment.partIndex`` picks the part (its
-  offset inside the merged block is added); in a stream the offsets address the whole streamed
-  text (the recordings show it), so ``partIndex`` is not used. Supports with no open message
-  block to land on (e.g. the text block was closed by a later ``functionCall``) are kept whole
-  as an ``Artifact(type="google.candidate_metadata")``: a citation cannot follow ``BlockEnd``.
-* ``searchEntryPoint`` (HTML + CSS Google requires to be shown) -> ``Artifact(type=
-  "google.search_entry_point", display_html=renderedContent)``, emitted after the blocks close;
-  payload value = the ``searchEntryPoint`` object verbatim.
-* ``citationMetadata.citationSources`` -> ``Citation`` (``unit="utf8"``, assumed like grounding;
-  no quote is sent, so the builder can only bounds-check them).
-* ``finishReason``: STOP -> ``end_turn`` (``tool_use`` when the response called a function:
-  Gemini has no separate reason), MAX_TOKENS -> ``max_tokens``, SAFETY / RECITATION /
-  BLOCKLIST / PROHIBITED_CONTENT / SPII / IMAGE_* -> ``refusal``; every other reason
-  (MALFORMED_FUNCTION_CALL, OTHER, LANGUAGE, future values) -> ``StreamError(code=<reason in
-  lower case>)`` then ``error``. ``promptFeedback.blockReason`` without candidates -> ``refusal``.
-  An ``{"error": {...}}`` body or chunk -> ``StreamError`` then ``error``.
-* ``usageMetadata``: its integer counters, verbatim names (``toolUsePromptTokenCount``, ...).
-* Served model: ``modelVersion``; only when the response has none, the model named by
-  ``context.endpoint`` (``.../models/<model>:...``).
-
 Events are ``step.*`` (the older ``content.*`` names are accepted too).
 
 * ``thought`` step -> ``reasoning`` block (``thought_summary`` text); a thought with only a
@@ -50,7 +9,8 @@ Events are ``step.*`` (the older ``content.*`` names are accepted too).
   "measured in bytes" (the recorded text is ASCII, so it cannot show the unit either way).
 * ``google_search_call`` / ``google_search_result`` -> ``web_search`` activity (id = the call
   id), ``code_execution_call`` / ``code_execution_result`` -> ``code_execution``;
-  ``search_suggestions`` -> the same search entry point ``Artifact`` as above.
+  ``search_suggestions`` -> the search entry point ``Artifact`` generateContent's reader makes
+  (``providers.google.generate``).
   ``function_call`` -> ``ToolCall``; other steps/deltas -> ``Artifact``.
 * ``interaction.completed``: completed -> ``end_turn`` (``tool_use`` after a function call),
   requires_action -> ``tool_use``, incomplete -> ``max_tokens``, failed / cancelled / other ->

@@ -23,13 +23,23 @@ Mapping:
   when the model streams it, joined with a blank line). A reasoning item that finishes with no
   text at all (OpenAI hides reasoning unless a summary is requested; ``encrypted_content`` is
   opaque) is a REDACTED reasoning block: its data lives only in the payload (the whole item).
-* ``web_search_call`` / ``file_search_call`` / ``code_interpreter_call`` -> hosted ``Activity``
-  (``web_search`` / ``file_search`` / ``code_execution``). The streamed item names its input
-  (``action``, ``queries``, ``code``) only in ``output_item.done``, so ``started`` is emitted
-  there, followed by ``completed``/``failed`` per the item's ``status``. Any other status (Azure's
-  ``web_search_preview`` finishes with ``status: "searching"`` and never sends ``.completed``)
-  leaves the activity ``started``: a completion is never invented. A call cut before its
-  ``output_item.done`` is emitted as ``started`` with what the added item said.
+* Items OpenAI runs itself -> hosted ``Activity`` (``HOSTED_ITEMS``): ``web_search_call`` /
+  ``file_search_call`` / ``code_interpreter_call`` (``web_search`` / ``file_search`` /
+  ``code_execution``: output = its logs and images), ``mcp_call`` (input ``{"server",
+  "tool", "arguments"}`` plus the server's ``server_description`` from the tools when it has
+  one; output = its result, or the connector's error), ``mcp_list_tools`` (output = the tools),
+  ``image_generation_call`` (``image_generation``: output = the image, also for a call that
+  never completes; a cut stream keeps its last ``partial_image``), ``tool_search_call`` with
+  ``execution: "server"`` (``tool_search``, completed by its ``tool_search_output``: output =
+  the tools it found; a client tool search is the host's, kept as an ``Artifact``), and
+  ``mcp_approval_request`` (``started`` only: the host answers it, and the response ends
+  ``approval_request``). Images are kept as ``data:`` URLs (``providers.values.image_output``).
+  The streamed item names its input (``action``, ``queries``, ``code``) only in
+  ``output_item.done``, so ``started`` is emitted there, followed by ``completed``/``failed``
+  per the item's ``status`` (``items.terminal_status``: an ``mcp_list_tools`` has none). Any
+  other status (Azure's ``web_search_preview`` finishes with ``status: "searching"`` and never
+  sends ``.completed``) leaves the activity ``started``: a completion is never invented. A call
+  cut before its ``output_item.done`` is emitted as ``started`` with what the added item said.
   web_search input = ``{"action": type, "query"/"queries"/"url"/"pattern": ...}``; search
   ``sources`` -> ``Activity.sources``.
 * ``function_call`` / ``custom_tool_call`` -> ``ToolCall`` (at ``output_item.done`` only: a
@@ -37,7 +47,8 @@ Mapping:
 * Any other item type -> ``Artifact`` (kept whole). Unknown stream events are ignored (their
   items arrive whole in ``output_item.done``); ``obfuscation`` padding is ignored.
 * ``response.completed`` -> ``ResponseEnd`` (``tool_use`` when the response holds a client tool
-  call, ``refusal`` after a refusal part, else ``end_turn``); ``response.incomplete`` ->
+  call, ``approval_request`` when it ends on an MCP approval request, ``refusal`` after a refusal
+  part, else ``end_turn``); ``response.incomplete`` ->
   ``max_output_tokens`` -> ``max_tokens``, ``content_filter`` -> ``refusal``;
   ``error`` / ``response.failed`` -> one ``StreamError`` then ``ResponseEnd("error")``.
   ``usage`` -> ``Usage`` with the nested integer counters flattened to dotted keys.
