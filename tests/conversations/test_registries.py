@@ -213,9 +213,10 @@ def observed() -> dict[str, dict[str, set[str]]]:
 def _importer_parts() -> list[tuple[str, parts.Part]]:
     from importers import chatgpt, claude_ai
     from importers.base import ImportedConversation
-    from tests.importers.samples import chatgpt_tools, claude_blocks
+    from tests.importers.samples import chatgpt_plain, chatgpt_tools, claude_blocks
 
     conversations = [chatgpt.convert(chatgpt_tools(), "sample"),
+                     chatgpt.convert(chatgpt_plain(), "sample"),
                      claude_ai.convert(claude_blocks(), "sample")]
     exports = SHARED / "fixtures" / "chat-exports"
     for path in sorted(exports.glob("*.json")) if exports.exists() else ():

@@ -5,6 +5,7 @@
   (``librechat__chatgpt-export.json``): tool calls are assistant ``code`` messages addressed to
   the tool, results are ``tool`` messages from it. Its citation's offsets are 3 code points
   off the marker they name (the trap of offsets that disagree with the text).
+* ``chatgpt_plain``: a question answered in one message that finished normally.
 * ``claude_blocks``: a Claude.ai conversation in the NEWER export shape (``content`` blocks,
   ``parent_message_uuid``, a named model). No export of that shape under a permissive licence
   was found (the chat-exports README says so), so this one is written by hand in the documented
@@ -80,6 +81,21 @@ def chatgpt_tools() -> dict[str, Any]:
     return {"title": "Everest squared", "create_time": 1_700_000_000.0,
             "update_time": 1_700_000_100.0, "mapping": mapping, "current_node": "a4",
             "conversation_id": "sample-tools", "id": "sample-tools", "default_model_slug": None}
+
+
+def chatgpt_plain() -> dict[str, Any]:
+    """A question and an answer that finished normally (``finish_details: stop``)."""
+    text = lambda s: {"content_type": "text", "parts": [s]}  # noqa: E731
+    nodes = [
+        ("root", None, None),
+        ("u1", "root", _message("u1", "user", text("Is the sea salty?"))),
+        ("a1", "u1", _message("a1", "assistant", text("Yes."), model="gpt-4o", finish="stop")),
+    ]
+    mapping = {node_id: _node(node_id, parent, [n for n, p, _ in nodes if p == node_id], message)
+               for node_id, parent, message in nodes}
+    return {"title": "Salt", "create_time": 1_700_000_000.0, "update_time": 1_700_000_010.0,
+            "mapping": mapping, "current_node": "a1", "conversation_id": "sample-plain",
+            "id": "sample-plain", "default_model_slug": None}
 
 
 def claude_blocks() -> dict[str, Any]:
