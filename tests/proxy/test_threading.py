@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from conversations.ingest import ResponseFile, ingest
-from conversations.models import Conversation, Turn
-from conversations.projections import turn_dict
+from conversations.models import Conversation, Event, Turn
+from conversations.projections import export_json, import_document, turn_dict
+from conversations.schema import validate_export
 from conversations.store import create_conversation
 from tests.proxy import sdk
 from tests.proxy.cases import Case, fixture
@@ -145,6 +147,14 @@ def test_a_tool_result_round_continues_the_agent_turn(upstream, proxy_url, token
     assert kinds.index("tool_call_response") == kinds.index("tool_call_request") + 1
     assert Conversation.objects.filter(owner=owner).count() == 2  # the proxied one + ingest's
     assert turn.conversation.turns.count() == 2  # user, agent: no user turn for the results
+    # the result is part of the export contract: the document validates and imports whole
+    for projection in ("portable", "native"):
+        document = orjson.loads(export_json(turn.conversation, projection))
+        validate_export(document)
+        copy = import_document(document, owner=owner)
+        [copied] = Event.objects.filter(conversation=copy, kind="tool_call_response")
+        assert copied.typed_body.to_body() == result.typed_body.to_body()
+        assert (copied.payload is not None) == (projection == "native")
 
 
 def test_the_conversation_header_appends_to_that_conversation(upstream, proxy_url, token,
