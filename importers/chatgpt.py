@@ -1,5 +1,9 @@
 """ChatGPT data export: ``conversations.json`` (or the split ``conversations-NNN.json``).
 
+Why one module of ~700 lines: the thread walk, the tool messages that complete a call and the
+citation remapping read the same message tree and share its helpers; split, each part would
+import the others' internals.
+
 Each conversation's ``mapping`` is a tree of message nodes. The thread the user last saw is the
 path from the root to ``current_node`` (sibling order says nothing); it becomes the conversation.
 Every other leaf is a branch (an edited question, a regenerated answer, an A/B comparison), kept

@@ -1,6 +1,10 @@
 """Gemini ``generateContent`` bodies and ``streamGenerateContent`` streams (SSE, or a JSON array
 of chunks).
 
+Why one module of ~850 lines: one reader object holds the candidate's open block, its held
+function calls and streamed arguments, and the grounding that later chunks complete; every part
+handler shares that state (the shared JSON helpers and payload formats are in ``common``).
+
 generateContent / streamGenerateContent (candidate ``index`` 0; other candidates -> ``Artifact``):
 
 * Consecutive ``text`` parts form ONE block, across stream chunks: ``thought: true`` parts a

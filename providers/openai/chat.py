@@ -1,6 +1,9 @@
 """OpenAI Chat Completions: ``chat.completion.chunk`` streams and ``chat.completion`` bodies
 (OpenRouter and other compatible gateways speak the same shape).
 
+Why one module of ~590 lines: the choices' blocks, OpenRouter's and Perplexity's hosted search
+and the marker citations are one reader's shared state over the same chunks.
+
 Mapping: ``delta.content``/``message.content`` (and ``refusal``) -> a message
 block per choice; ``reasoning_content``/``reasoning`` (DeepSeek, OpenRouter) -> a reasoning
 block; ``annotations[]`` ``url_citation`` -> ``Citation`` (a zero-length range such as
