@@ -113,6 +113,11 @@ else:
                 "timeout": 20,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            # Tests get a file too, not Django's default shared-cache memory database: there a
+            # second thread (the live runner's, a proxy's) meets "table is locked" at once
+            # instead of waiting out the busy timeout, which made threaded tests flaky.
+            "TEST": {"NAME": os.environ.get("SQLITE_TEST_PATH",
+                                            str(VAR_DIR / "test-turnscope.sqlite3"))},
         }
     }
 
