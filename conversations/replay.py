@@ -15,7 +15,8 @@
   empty when the user turn before it is stored (the usual case).
 
 Payload rows are read as stored (JSON text) and handed over unchanged; the adapters decide what
-each is. Events cut before their end carry no payload, so they are never sent back natively.
+each is. Events cut before their end carry no payload, so they are never sent back natively:
+their text is the turn's ``partial_text``.
 """
 
 from __future__ import annotations
@@ -95,10 +96,13 @@ def _prior(turn: Turn, events: list[Event]) -> PriorTurn:
         r["response_id"] for r in turn.responses_list
         if isinstance(r, dict) and isinstance(r.get("response_id"), str) and r["response_id"]
     )
+    # The text of blocks cut mid-stream: stored, but in no payload.
+    partial = "\n\n".join(e.text for e in events
+                           if e.kind == "message" and e.text and e.payload is None)
     return PriorTurn(
         role="agent", text=text, provider=turn.provider, model=turn.model, payloads=payloads,
         tool_versions=_tool_versions(payloads), hosted=_hosted(events),
-        response_ids=response_ids, end_reason=turn.end_reason,
+        response_ids=response_ids, end_reason=turn.end_reason, partial_text=partial,
     )
 
 

@@ -10,7 +10,8 @@ the store and hands over ``PriorTurn`` values). The interface:
   turn the native ``payloads`` of its responses in order (event seq order), the ``request``
   recorded for it when there is one, the hosted ``tool_versions`` it used (family -> versioned
   tool type, e.g. ``web_search`` -> ``web_search_20250305``), its ``response_ids`` and
-  ``end_reason``.
+  ``end_reason``, and ``partial_text``: the text of a block the stream was cut in (an
+  interrupted turn), which no payload holds, sent after the native content as plain text.
 * ``TurnRequest`` — what the person asks for: ``provider``, ``model``, ``prompt``,
   ``web_search`` on/off, ``max_tokens``, ``thinking`` (a token budget; None: off), ``api``
   (OpenAI: "responses", the default, or "chat"), ``store`` (OpenAI: let the provider keep the
@@ -95,6 +96,7 @@ class PriorTurn:
     hosted: tuple[str, ...] = ()
     response_ids: tuple[str, ...] = ()
     end_reason: str = ""
+    partial_text: str = ""  # text of blocks cut mid-stream: in no payload (sent as plain text)
 
     def native_for(self, provider: str) -> bool:
         """Whether this turn goes back to ``provider`` from its native payloads."""

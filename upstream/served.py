@@ -13,12 +13,15 @@ parser or request builder is caught rather than agreed with:
 
 * Anthropic: ``message.content`` (a body, or what ``message_start`` holds), then each streamed
   block from its ``content_block_start`` with its deltas applied (text, thinking, signature,
-  citations, tool input JSON). A text block with no text and no citations is no content.
+  citations, tool input JSON). A text block with no text and no citations is no content. A
+  stream cut before ``message_stop`` gave the client no whole message: nothing is checked.
 * OpenAI Responses: each ``response.output_item.done`` item (a body: ``output``); the item the
   final ``response.completed`` holds for the same id is accepted too.
-* Gemini: the parts of every chunk's first candidate. Consecutive text parts of one kind
-  (thought or not) are one run: a client may send them merged or as received, so runs are
-  compared by their text and the signatures they carry.
+* Gemini: the parts of every chunk's first candidate (a stream with no ``finishReason`` was
+  cut: nothing is checked). Consecutive text parts of one kind (thought or not) are one run: a
+  client may send them merged or as received, so runs are compared by their text and the
+  signatures they carry; an empty run carries nothing. A function call whose arguments stream
+  (``willContinue``, ``partialArgs``) is the whole call its pieces make.
 
 A served response counts as sent back when the request holds one of its blocks (by id, tool use
 id, signature, data or text) or its text inside an assistant message; it must then be there
@@ -58,8 +61,9 @@ def served_content(provider: str, body: bytes) -> Served | None:
     if provider == "openai":
         return _openai(rows)
     if provider == "google":
-        parts = [part for row in rows for part in _gemini_parts(row)]
-        return Served(provider, tuple(parts)) if parts else None
+        finished = any(_finish_reason(row) for row in rows)
+        parts = _gemini_calls([part for row in rows for part in _gemini_parts(row)])
+        return Served(provider, tuple(parts)) if parts and finished else None
     return None
 
 
@@ -78,8 +82,9 @@ def _anthropic(rows: list[Any]) -> list[dict[str, Any]] | None:
         if kind == "message":
             seen = True
             whole = [b for b in row.get("content") or () if isinstance(b, dict)]
-        elif kind == "message_start":
+        elif kind == "message_stop":
             seen = True
+        elif kind == "message_start":
             message = row.get("message") or {}
             whole = [b for b in message.get("content") or () if isinstance(b, dict)]
         elif kind == "content_block_start":
@@ -129,6 +134,52 @@ def _openai(rows: list[Any]) -> Served | None:
     return Served("openai", tuple(blocks), variants)
 
 
+def _finish_reason(row: Any) -> bool:
+    candidates = row.get("candidates") if isinstance(row, dict) else None
+    first = candidates[0] if isinstance(candidates, list) and candidates else None
+    return isinstance(first, dict) and bool(first.get("finishReason"))
+
+
+def _gemini_calls(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Streamed function-call arguments put together: the call with its ``args``."""
+    out: list[dict[str, Any]] = []
+    open_call: dict[str, Any] | None = None
+    for part in parts:
+        call = part.get("functionCall")
+        if not isinstance(call, dict):
+            out.append(part)
+            continue
+        if open_call is None and call.get("willContinue") and "args" not in call:
+            open_call = {k: v for k, v in part.items() if k != "functionCall"}
+            open_call["functionCall"] = {k: v for k, v in call.items() if k != "willContinue"}
+            open_call["functionCall"]["args"] = {}
+            out.append(open_call)
+            continue
+        if open_call is not None:
+            args = open_call["functionCall"]["args"]
+            for piece in call.get("partialArgs") or ():
+                _put(args, str(piece.get("jsonPath", "")), piece)
+            if not call.get("willContinue"):
+                open_call = None
+            continue
+        out.append(part)
+    return out
+
+
+def _put(args: dict[str, Any], path: str, piece: dict[str, Any]) -> None:
+    keys = path.removeprefix("$.").split(".") if path.startswith("$.") else [path]
+    target = args
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    last = keys[-1]
+    if "stringValue" in piece:
+        target[last] = str(target.get(last, "")) + piece["stringValue"]
+    else:
+        for name in ("numberValue", "boolValue", "nullValue"):
+            if name in piece:
+                target[last] = None if name == "nullValue" else piece[name]
+
+
 def _gemini_parts(row: Any) -> Iterator[dict[str, Any]]:
     if not isinstance(row, dict):
         return
@@ -171,7 +222,8 @@ def _gemini_runs(parts: Iterable[dict[str, Any]]) -> list[Any]:
                          "signatures": [signature] if signature else []})
         else:
             runs.append(_clean(part))
-    return runs
+    return [r for r in runs if not (isinstance(r, dict) and r.get("run") is not None
+                                    and not r["text"] and not r["signatures"])]
 
 
 def _canonical(provider: str, blocks: Iterable[dict[str, Any]]) -> list[bytes]:

@@ -9,7 +9,7 @@
   encrypted_index), client tool_use. Citation, stop and error payloads are not content (a
   citation rides inside its text block). A block this version kept only as pieces (an unknown
   block streamed with deltas, an unknown delta on a known block) cannot be sent back as it was
-  received: ``ReplayError``.
+  received: ``ReplayError``. Text a cut stream left in no payload follows as a text block.
 * Any other agent turn -> an ``assistant`` text block with the portable text (hosted results
   as short bracketed lines). An agent turn with no text at all is left out.
 * Consecutive messages of one role are merged into one (the API would combine them anyway).
@@ -89,6 +89,8 @@ def content_blocks(turn: PriorTurn) -> list[dict[str, Any]]:
         if payload.format != BLOCK:
             raise ReplayError(f"unexpected Anthropic payload format {payload.format!r}")
         blocks.append(value)
+    if turn.partial_text:  # cut mid-stream: in no payload, so as the text it was
+        blocks.append({"type": "text", "text": turn.partial_text})
     return blocks
 
 
