@@ -207,7 +207,8 @@ def _request(
     if paused is not None:
         messages.extend(agent_messages(paused))
     if not messages or messages[0]["role"] != "user":
-        raise ReplayError("an Anthropic request needs a user message first")
+        raise ReplayError("an Anthropic request needs a user message first: this conversation "
+                          "starts with an agent turn (no prompt was recorded before it)")
     max_tokens = turn.max_tokens or DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"model": turn.model, "max_tokens": max_tokens,
                             "messages": _merged(messages), "stream": True}

@@ -14,6 +14,7 @@
   agent turn, or in the user turn after it) go back in user contents where they came, when
   the agent turn they answer went back natively.
 * Any other agent turn -> a ``model`` content with the portable text.
+* Consecutive contents of one role are merged into one (turns alternate).
 
 Web search: ``{"googleSearch": {}}``. Thinking: ``generationConfig.thinkingConfig`` with the
 budget and ``includeThoughts``.
@@ -66,7 +67,7 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
         contents.append(_user(turn.prompt))
     if not contents:
         raise ReplayError("a Gemini request needs a content")
-    body: dict[str, Any] = {"contents": contents}
+    body: dict[str, Any] = {"contents": _merged(contents)}
     config: dict[str, Any] = {}
     if turn.max_tokens:
         config["maxOutputTokens"] = turn.max_tokens
@@ -85,6 +86,18 @@ def build_continuation(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
 ) -> UpstreamRequest:
     raise ReplayError("Gemini responses do not pause: there is nothing to continue")
+
+
+def _merged(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive contents of one role as one (turns alternate between user and model)."""
+    merged: list[dict[str, Any]] = []
+    for content in contents:
+        if merged and merged[-1]["role"] == content["role"]:
+            merged[-1] = {"role": content["role"],
+                          "parts": [*merged[-1]["parts"], *content["parts"]]}
+        else:
+            merged.append(content)
+    return merged
 
 
 def _user(text: str) -> dict[str, Any]:

@@ -258,9 +258,11 @@ def test_client_tool_rounds_go_back_where_they_came():
     body = build_request([USER, asked, replied], TurnRequest("anthropic", "c")).body
     assert body["messages"][2] == {"role": "user", "content": [
         result, {"type": "text", "text": "And?"}]}
-    # The call went to another provider as text: its result cannot follow it.
+    # The call goes to another provider as text (here none: the turn said nothing), so its
+    # result cannot follow it; the user contents left in a row are one.
     body = build_request([USER, asked, replied], TurnRequest("google", "g")).body
-    assert body["contents"][-1] == {"role": "user", "parts": [{"text": "And?"}]}
+    assert body["contents"] == [{"role": "user", "parts": [{"text": USER.text},
+                                                           {"text": "And?"}]}]
 
     function_call = {"functionCall": {"name": "city", "args": {}, "id": "c1"},
                      "thoughtSignature": "AY89"}
