@@ -211,6 +211,10 @@ SPECTACULAR_SETTINGS = {
 TURNSCOPE_MAX_UPLOAD_BYTES = int(os.environ.get("TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
 
+# Live calls to a provider without a key go to the built-in recorded provider here (the bundled
+# samples in the providers' wire formats; ``manage.py demo`` serves it at /recorded). "": none.
+TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
+
 # The providers' APIs the recording proxy forwards to (and live calls send to).
 TURNSCOPE_UPSTREAM = {
     "anthropic": os.environ.get("TURNSCOPE_UPSTREAM_ANTHROPIC", "https://api.anthropic.com"),
