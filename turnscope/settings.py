@@ -226,6 +226,9 @@ TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT = float(
     os.environ.get("TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT", 10))
 # Per read: a stream may be silent for minutes while the model thinks.
 TURNSCOPE_UPSTREAM_READ_TIMEOUT = float(os.environ.get("TURNSCOPE_UPSTREAM_READ_TIMEOUT", 600))
+# Live calls: how many times one agent turn is continued after ``pause_turn`` before the runner
+# stops and says so (the loop guard).
+TURNSCOPE_MAX_CONTINUATIONS = int(os.environ.get("TURNSCOPE_MAX_CONTINUATIONS", 5))
 # A proxied request body larger than this is refused (413) and not forwarded.
 TURNSCOPE_PROXY_MAX_BODY_BYTES = int(
     os.environ.get("TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))

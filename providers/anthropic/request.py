@@ -1,0 +1,168 @@
+"""Anthropic Messages requests from stored turns (``providers.requests`` describes the interface).
+
+* A user turn -> a ``user`` message with one text block.
+* An agent turn served by Anthropic, with payloads -> an ``assistant`` message whose content is
+  the turn's content blocks exactly as received (``anthropic.content_block`` payloads, in event
+  order: the stream parser stored each block rebuilt whole at its ``content_block_stop``):
+  thinking with its signature, redacted_thinking with its data, server_tool_use and the
+  ``*_tool_result`` blocks with their encrypted_content, text with its citations (and their
+  encrypted_index), client tool_use. Citation, stop and error payloads are not content (a
+  citation rides inside its text block). A block this version kept only as pieces (an unknown
+  block streamed with deltas, an unknown delta on a known block) cannot be sent back as it was
+  received: ``ReplayError``.
+* Any other agent turn -> an ``assistant`` text block with the portable text (hosted results
+  as short bracketed lines). An agent turn with no text at all is left out.
+* Consecutive messages of one role are merged into one (the API would combine them anyway).
+* ``pause_turn``: the continuation sends the paused turn's blocks back as the last assistant
+  message, unchanged, with the same tools: the API continues that message.
+
+Hosted web search: ``web_search_<version>`` as the stored turns used it (the payload versions
+name it), else the newest the model takes. Thinking: ``{"type": "enabled", "budget_tokens"}``,
+``max_tokens`` raised above the budget when it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from providers.anthropic.blocks import (
+    BLOCK,
+    CITATION,
+    DEFAULT_API_VERSION,
+    DELTA,
+    ERROR,
+    PROVIDER,
+    STOP,
+    STREAMED_BLOCK,
+)
+from providers.anthropic.messages import decode
+from providers.requests import (
+    PriorTurn,
+    ReplayError,
+    TurnRequest,
+    UpstreamRequest,
+    portable_text,
+)
+
+PATH = "/v1/messages"
+DEFAULT_MAX_TOKENS = 4096
+NEWEST_WEB_SEARCH = "web_search_20260209"
+# Models that predate the newest web search tool version take the first one.
+LEGACY_WEB_SEARCH = "web_search_20250305"
+_LEGACY_MODELS = ("claude-3", "claude-opus-4-0", "claude-opus-4-1", "claude-sonnet-4-0",
+                  "claude-opus-4-2025", "claude-sonnet-4-2025", "claude-sonnet-4-5",
+                  "claude-haiku-4-5", "claude-opus-4-5")
+_NOT_CONTENT = (CITATION, STOP, ERROR)  # payloads that are no content block of their own
+
+
+def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
+    return _request(history, turn, None)
+
+
+def build_continuation(
+    history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
+) -> UpstreamRequest:
+    if not paused.native_for(PROVIDER):
+        raise ReplayError("only an Anthropic turn with its stored content blocks can be continued")
+    return _request(history, turn, paused)
+
+
+def content_blocks(turn: PriorTurn) -> list[dict[str, Any]]:
+    """The agent turn's content blocks as received, from its stored payloads."""
+    blocks: list[dict[str, Any]] = []
+    for payload in turn.payloads:
+        if payload.provider != PROVIDER or payload.format in _NOT_CONTENT:
+            continue
+        value = payload.decoded()
+        try:
+            decode(value, payload.format)
+        except ValueError as exc:
+            raise ReplayError(f"a stored Anthropic payload does not decode: {exc}") from None
+        if payload.format in (STREAMED_BLOCK, DELTA):
+            what = (value.get("content_block") or {}).get("type") if payload.format == (
+                STREAMED_BLOCK) else value.get("type")
+            raise ReplayError(
+                f"this turn holds a streamed {what!r} that was kept as pieces: it cannot be "
+                "sent back to Anthropic as it was received"
+            )
+        if payload.format != BLOCK:
+            raise ReplayError(f"unexpected Anthropic payload format {payload.format!r}")
+        blocks.append(value)
+    return blocks
+
+
+def api_version(history: Sequence[PriorTurn]) -> str:
+    """The API version the stored Anthropic payloads were read under (the newest turn's)."""
+    for prior in reversed(history):
+        for payload in prior.payloads:
+            if payload.provider == PROVIDER and payload.version:
+                return payload.version.split("+", 1)[0]
+    return DEFAULT_API_VERSION
+
+
+def web_search_tool(history: Sequence[PriorTurn], model: str) -> dict[str, Any]:
+    for prior in reversed(history):
+        version = prior.tool_versions.get("web_search") if prior.provider == PROVIDER else None
+        if version:
+            return {"type": version, "name": "web_search"}
+    legacy = model.startswith(_LEGACY_MODELS)
+    return {"type": LEGACY_WEB_SEARCH if legacy else NEWEST_WEB_SEARCH, "name": "web_search"}
+
+
+def _text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+def _messages(history: Sequence[PriorTurn]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for prior in history:
+        if prior.role == "user":
+            if prior.text:
+                messages.append(_text_message("user", prior.text))
+            continue
+        if prior.native_for(PROVIDER):
+            blocks = content_blocks(prior)
+            if blocks:
+                messages.append({"role": "assistant", "content": blocks})
+            continue
+        text = portable_text(prior)
+        if text:
+            messages.append(_text_message("assistant", text))
+    return messages
+
+
+def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"],
+                          "content": [*merged[-1]["content"], *message["content"]]}
+        else:
+            merged.append(message)
+    return merged
+
+
+def _request(
+    history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn | None
+) -> UpstreamRequest:
+    messages = _messages(history)
+    if turn.prompt:
+        messages.append(_text_message("user", turn.prompt))
+    if paused is not None:
+        messages.append({"role": "assistant", "content": content_blocks(paused)})
+    if not messages or messages[0]["role"] != "user":
+        raise ReplayError("an Anthropic request needs a user message first")
+    max_tokens = turn.max_tokens or DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"model": turn.model, "max_tokens": max_tokens,
+                            "messages": _merged(messages), "stream": True}
+    if turn.thinking:
+        body["thinking"] = {"type": "enabled", "budget_tokens": turn.thinking}
+        if max_tokens <= turn.thinking:
+            body["max_tokens"] = turn.thinking + DEFAULT_MAX_TOKENS
+    if turn.web_search:
+        known = [*history, paused] if paused is not None else list(history)
+        body["tools"] = [web_search_tool(known, turn.model)]
+    headers = (("content-type", "application/json"),
+               ("anthropic-version", api_version([*history, *(p for p in [paused] if p)])))
+    return UpstreamRequest(PROVIDER, PATH, body, headers)

@@ -1,0 +1,190 @@
+"""OpenAI requests from stored turns: the Responses API (default) and Chat Completions
+(``TurnRequest.api == "chat"``). ``providers.requests`` describes the interface.
+
+Responses (``POST /v1/responses``):
+
+* A user turn -> ``{"role": "user", "content": [{"type": "input_text", "text"}]}``.
+* An agent turn served by OpenAI through Responses, with payloads -> its output items exactly
+  as received (``openai.responses.output_item`` payloads, in event order): reasoning items with
+  their ``encrypted_content``, message items with their annotations, web_search_call,
+  file_search_call and the other hosted items, function calls. Annotation and error payloads
+  are not items of their own (an annotation rides inside its message item).
+* ``previous_response_id`` instead, when the request asks to keep responses upstream
+  (``TurnRequest.store``) and the last agent turn's own request did too (its recorded
+  ``request`` says ``store`` is not false): then only what follows that response is sent.
+* Any other agent turn (another provider, a Chat Completions turn, no payloads) -> an
+  ``assistant`` message with the portable text.
+* Reasoning models are asked for ``reasoning.encrypted_content`` when nothing is stored
+  upstream, so a later turn can send the reasoning back.
+
+Chat Completions (``POST /v1/chat/completions``): text messages; an agent turn served through
+Chat Completions goes back as its stored assistant message (content, tool calls; annotations
+are output only). Web search there is a model choice (``*-search-*`` models), so the flag adds
+``web_search_options``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from providers.openai import chat, items
+from providers.openai import decode as decode_payload
+from providers.openai.common import ERROR, PROVIDER
+from providers.requests import (
+    PriorTurn,
+    ReplayError,
+    TurnRequest,
+    UpstreamRequest,
+    portable_text,
+)
+
+RESPONSES_PATH = "/v1/responses"
+CHAT_PATH = "/v1/chat/completions"
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
+_NOT_ITEMS = (items.ANNOTATION, ERROR)
+
+
+def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
+    if turn.api == "chat":
+        return _chat_request(history, turn)
+    if turn.api not in ("", "responses"):
+        raise ValueError(f"unknown OpenAI API {turn.api!r} (expected 'responses' or 'chat')")
+    return _responses_request(history, turn)
+
+
+def build_continuation(
+    history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
+) -> UpstreamRequest:
+    raise ReplayError("OpenAI responses do not pause: there is nothing to continue")
+
+
+def _decoded(payload: Any) -> Any:
+    value = payload.decoded()
+    try:
+        decode_payload(value, payload.format)
+    except ValueError as exc:
+        raise ReplayError(f"a stored OpenAI payload does not decode: {exc}") from None
+    return value
+
+
+def output_items(turn: PriorTurn) -> list[dict[str, Any]]:
+    """The agent turn's Responses output items as received, from its stored payloads."""
+    found: list[dict[str, Any]] = []
+    for payload in turn.payloads:
+        if payload.provider != PROVIDER or payload.format in _NOT_ITEMS:
+            continue
+        if payload.format != items.ITEM:
+            raise ReplayError(
+                f"a {payload.format} payload is no Responses output item: this turn was not "
+                "served through the Responses API"
+            )
+        found.append(_decoded(payload))
+    return found
+
+
+def _served_by_responses(turn: PriorTurn) -> bool:
+    return turn.native_for(PROVIDER) and any(p.format == items.ITEM for p in turn.payloads)
+
+
+def _served_by_chat(turn: PriorTurn) -> bool:
+    return turn.native_for(PROVIDER) and any(p.format == chat.CHAT_MESSAGE for p in turn.payloads)
+
+
+def _user_item(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _previous_response(history: Sequence[PriorTurn]) -> tuple[str, int] | None:
+    """The id of the last agent turn's last response, and where the history after it starts,
+    when that response was kept upstream."""
+    for index in range(len(history) - 1, -1, -1):
+        prior = history[index]
+        if prior.role != "agent":
+            continue
+        request = prior.request
+        if (prior.provider != PROVIDER or not prior.response_ids or request is None
+                or request.get("store") is False):
+            return None
+        return prior.response_ids[-1], index + 1
+    return None
+
+
+def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
+    body: dict[str, Any] = {"model": turn.model, "stream": True, "store": turn.store}
+    previous = _previous_response(history) if turn.store else None
+    if previous is not None:
+        body["previous_response_id"], start = previous
+        history = history[start:]
+    inputs: list[dict[str, Any]] = []
+    for prior in history:
+        if prior.role == "user":
+            if prior.text:
+                inputs.append(_user_item(prior.text))
+        elif _served_by_responses(prior):
+            inputs.extend(output_items(prior))
+        elif text := portable_text(prior):
+            inputs.append({"role": "assistant", "content": text})
+    if turn.prompt:
+        inputs.append(_user_item(turn.prompt))
+    if not inputs:
+        raise ReplayError("an OpenAI request needs an input")
+    body["input"] = inputs
+    if turn.max_tokens:
+        body["max_output_tokens"] = turn.max_tokens
+    reasoning = bool(turn.thinking) or bool(_REASONING_MODEL.match(turn.model))
+    if turn.thinking:
+        body["reasoning"] = {"effort": _effort(turn.thinking), "summary": "auto"}
+    if reasoning and not turn.store:
+        body["include"] = ["reasoning.encrypted_content"]
+    if turn.web_search:
+        body["tools"] = [{"type": "web_search"}]
+    return UpstreamRequest(PROVIDER, RESPONSES_PATH, body)
+
+
+def _effort(budget: int) -> str:
+    """A token budget as the effort level Responses takes instead."""
+    if budget < 2048:
+        return "low"
+    return "medium" if budget < 16384 else "high"
+
+
+def _chat_message(turn: PriorTurn) -> dict[str, Any]:
+    """The stored assistant message of a Chat Completions turn, as a request message."""
+    messages = [_decoded(p) for p in turn.payloads if p.format == chat.CHAT_MESSAGE]
+    message: dict[str, Any] = {"role": "assistant"}
+    contents = [m.get("content") for m in messages if isinstance(m.get("content"), str)]
+    if contents:
+        message["content"] = "".join(contents)
+    calls = [call for m in messages for call in m.get("tool_calls") or ()]
+    if calls:
+        message["tool_calls"] = calls
+    if "content" not in message and "tool_calls" not in message:
+        message["content"] = ""
+    return message
+
+
+def _chat_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
+    messages: list[dict[str, Any]] = []
+    for prior in history:
+        if prior.role == "user":
+            if prior.text:
+                messages.append({"role": "user", "content": prior.text})
+        elif _served_by_chat(prior):
+            messages.append(_chat_message(prior))
+        elif text := portable_text(prior):
+            messages.append({"role": "assistant", "content": text})
+    if turn.prompt:
+        messages.append({"role": "user", "content": turn.prompt})
+    if not messages:
+        raise ReplayError("a Chat Completions request needs a message")
+    body: dict[str, Any] = {"model": turn.model, "messages": messages, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if turn.max_tokens:
+        body["max_completion_tokens"] = turn.max_tokens
+    if turn.thinking:
+        body["reasoning_effort"] = _effort(turn.thinking)
+    if turn.web_search:
+        body["web_search_options"] = {}
+    return UpstreamRequest(PROVIDER, CHAT_PATH, body)

@@ -1,0 +1,140 @@
+"""The request side of the adapters on plain data: the portable projection to another provider,
+what each provider's request carries (tools, model, limits, thinking), and refusals."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from providers.requests import (
+    PriorTurn,
+    ReplayError,
+    StoredPayload,
+    TurnRequest,
+    build_continuation,
+    build_request,
+    portable_text,
+)
+
+USER = PriorTurn(role="user", text="Where do tides come from?")
+ANSWER_BLOCKS = [
+    {"type": "thinking", "thinking": "Moon.", "signature": "sig-1"},
+    {"type": "text", "text": "Mostly the Moon."},
+]
+ANTHROPIC_AGENT = PriorTurn(
+    role="agent", text="Mostly the Moon.", provider="anthropic", model="claude-x",
+    payloads=tuple(StoredPayload("anthropic", "anthropic.content_block", "2023-06-01",
+                                 orjson.dumps(b).decode()) for b in ANSWER_BLOCKS),
+    hosted=('web search "tides": 10 results',),
+)
+
+
+def test_another_provider_gets_the_portable_text_only():
+    turn = TurnRequest("openai", "gpt-5", "And the Sun?")
+    request = build_request([USER, ANTHROPIC_AGENT], turn)
+    assert request.path == "/v1/responses"
+    assert request.body["input"] == [
+        {"role": "user", "content": [{"type": "input_text", "text": USER.text}]},
+        {"role": "assistant",
+         "content": '[web search "tides": 10 results]\nMostly the Moon.'},
+        {"role": "user", "content": [{"type": "input_text", "text": "And the Sun?"}]},
+    ]
+    # No native state of another provider leaks into the request.
+    assert b"sig-1" not in request.content()
+
+
+def test_gemini_gets_the_portable_text_of_an_anthropic_turn():
+    request = build_request([USER, ANTHROPIC_AGENT],
+                            TurnRequest("google", "gemini-2.5-pro", "And the Sun?",
+                                        web_search=True))
+    assert request.path == "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+    assert request.query == "alt=sse"
+    assert request.body["contents"][1] == {
+        "role": "model", "parts": [{"text": portable_text(ANTHROPIC_AGENT)}]}
+    assert request.body["tools"] == [{"googleSearch": {}}]
+    assert b"sig-1" not in request.content()
+
+
+def test_same_provider_sends_the_blocks_back_unchanged():
+    request = build_request([USER, ANTHROPIC_AGENT],
+                            TurnRequest("anthropic", "claude-x", "And the Sun?"))
+    assert request.path == "/v1/messages"
+    assert request.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": USER.text}]},
+        {"role": "assistant", "content": ANSWER_BLOCKS},
+        {"role": "user", "content": [{"type": "text", "text": "And the Sun?"}]},
+    ]
+    assert ("anthropic-version", "2023-06-01") in request.headers
+    assert all(name != "x-api-key" for name, _ in request.headers)
+
+
+def test_an_anthropic_turn_of_another_provider_goes_as_text():
+    openai_turn = PriorTurn(role="agent", text="Gravity.", provider="openai", model="gpt-5",
+                            payloads=(StoredPayload("openai", "openai.responses.output_item",
+                                                    "v1", '{"type": "message"}'),))
+    request = build_request([USER, openai_turn], TurnRequest("anthropic", "claude-x", "More?"))
+    assert request.body["messages"][1] == {
+        "role": "assistant", "content": [{"type": "text", "text": "Gravity."}]}
+
+
+def test_hosted_tools_model_limits_and_thinking():
+    stored = PriorTurn(role="agent", text="x", provider="anthropic", model="claude-x",
+                       payloads=ANTHROPIC_AGENT.payloads,
+                       tool_versions={"web_search": "web_search_20250305"})
+    turn = TurnRequest("anthropic", "claude-y", "More?", web_search=True, max_tokens=1000,
+                       thinking=2048)
+    body = build_request([USER, stored], turn).body
+    assert body["model"] == "claude-y"
+    assert body["tools"] == [{"type": "web_search_20250305", "name": "web_search"}]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["max_tokens"] > 2048  # the budget must fit under max_tokens
+    # No stored version: the newest the model takes.
+    fresh = build_request([USER], TurnRequest("anthropic", "claude-opus-4-6", "", True)).body
+    assert fresh["tools"] == [{"type": "web_search_20260209", "name": "web_search"}]
+    assert "tools" not in build_request([USER], TurnRequest("anthropic", "claude-x")).body
+    openai = build_request([USER], TurnRequest("openai", "gpt-5", "", True, 500, 4000)).body
+    assert openai["tools"] == [{"type": "web_search"}]
+    assert openai["max_output_tokens"] == 500
+    assert openai["reasoning"]["effort"] == "medium"
+    assert openai["include"] == ["reasoning.encrypted_content"]
+    google = build_request([USER], TurnRequest("google", "gemini-2.5-pro", "", False, 500,
+                                               1024)).body
+    assert google["generationConfig"] == {
+        "maxOutputTokens": 500, "thinkingConfig": {"thinkingBudget": 1024,
+                                                   "includeThoughts": True}}
+    assert "tools" not in google
+
+
+def test_an_empty_prompt_answers_the_last_user_turn_again():
+    body = build_request([USER], TurnRequest("anthropic", "claude-x")).body
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text",
+                                                              "text": USER.text}]}]
+
+
+def test_a_payload_that_does_not_decode_is_an_error_not_a_downgrade():
+    broken = PriorTurn(role="agent", text="Mostly the Moon.", provider="anthropic",
+                       model="claude-x",
+                       payloads=(StoredPayload("anthropic", "anthropic.content_block",
+                                               "2023-06-01", '{"type": "thinking"}'),))
+    with pytest.raises(ReplayError, match="does not decode"):
+        build_request([USER, broken], TurnRequest("anthropic", "claude-x", "More?"))
+    not_json = PriorTurn(role="agent", provider="anthropic", model="claude-x",
+                         payloads=(StoredPayload("anthropic", "anthropic.content_block",
+                                                 "2023-06-01", "{"),))
+    with pytest.raises(ReplayError, match="not JSON"):
+        build_request([USER, not_json], TurnRequest("anthropic", "claude-x", "More?"))
+    pieces = PriorTurn(role="agent", provider="anthropic", model="claude-x", payloads=(
+        StoredPayload("anthropic", "anthropic.stream_block", "2023-06-01",
+                      '{"content_block": {"type": "compaction"}, "deltas": []}'),))
+    with pytest.raises(ReplayError, match="kept as pieces"):
+        build_request([USER, pieces], TurnRequest("anthropic", "claude-x", "More?"))
+
+
+def test_only_anthropic_turns_pause():
+    with pytest.raises(ReplayError):
+        build_continuation([USER], TurnRequest("openai", "gpt-5"), ANTHROPIC_AGENT)
+    with pytest.raises(ReplayError):
+        build_continuation([USER], TurnRequest("anthropic", "claude-x"),
+                           PriorTurn(role="agent", text="x", provider="openai"))
+    with pytest.raises(ValueError, match="unknown provider"):
+        build_request([USER], TurnRequest("mistral", "m"))
