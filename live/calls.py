@@ -2,7 +2,6 @@
 the answer in through the live path. The business actions behind the composer, the API and the
 turn buttons live here; views only check access and translate errors.
 
-* ``create_conversation`` — an empty conversation.
 * ``start_turn`` — the user turn and the streaming agent turn are stored at once (so the caller
   can answer with the turn's id), then a task on the server's event loop sends the request
   (built from the stored turns by ``conversations.replay``) through ``upstream.client`` and
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
@@ -201,12 +200,6 @@ class LiveTurn:
 # -- actions -----------------------------------------------------------------------------------
 
 
-def create_conversation(owner: Any, title: str = "") -> Conversation:
-    """A new, empty conversation of ``owner``'s."""
-    return store.create_conversation(title=redaction.redact_text(title.strip())[:300],
-                                     owner=owner)
-
-
 def _open(conversation: Conversation, ask: Ask, recorded: bool
           ) -> tuple[Conversation, list[tuple[Turn, list[Event]]], UpstreamRequest]:
     """Under the conversation's row lock: refuse while a turn streams, build the request from
@@ -274,7 +267,7 @@ async def rerun(conversation: Conversation, index: int, owner: Any, ask: Ask) ->
     return await start_turn(forked, Ask(ask.provider, ask.model, "", ask.web_search))
 
 
-def _streaming_turn(conversation: Conversation) -> Turn | None:
+def streaming_turn(conversation: Conversation) -> Turn | None:
     return conversation.turns.filter(status=Turn.Status.STREAMING).order_by("-index").first()
 
 
@@ -285,7 +278,7 @@ def stop_key(turn_id: Any) -> str:
 async def stop(conversation: Conversation) -> Turn | None:
     """Stop the conversation's streaming turn (None when none streams). It ends interrupted
     with what streamed; ``wait`` for it when it runs in this process."""
-    turn = await sync_to_async(_streaming_turn)(conversation)
+    turn = await sync_to_async(streaming_turn)(conversation)
     if turn is None:
         return None
     task = _tasks.get(str(turn.pk))
@@ -306,6 +299,32 @@ async def wait(turn: Turn | Any, timeout: float | None = None) -> None:
 def running() -> list[str]:
     """Ids of the live turns this process streams."""
     return [t for t, task in _tasks.items() if not task.done()]
+
+
+# -- from a view's thread --------------------------------------------------------------------
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the server this thread serves a request for (ASGI), if any."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    pid = getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None)
+    return loop if loop is not None and pid == os.getpid() and loop.is_running() else None
+
+
+def in_thread(action: Any, *args: Any) -> Any:
+    """Run an action (``start_turn``, ``rerun``, ``stop``) from a synchronous view. Under an
+    ASGI server the turn streams on as a task of the server's loop; without one (WSGI, a test
+    client) there is no loop to outlive the request, so the turn streams to its end first."""
+    if _server_loop() is not None:
+        return async_to_sync(action)(*args)
+
+    async def whole() -> Any:
+        result = await action(*args)
+        if isinstance(result, LiveTurn):
+            await wait(result.turn)
+        return result
+
+    return async_to_sync(whole)()
 
 
 # -- the task ----------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ ASK = calls.Ask("anthropic", "claude-sonnet-4-5", "Why are there two high tides 
 
 def test_a_live_turn_streams_the_answer_with_its_search_and_citations(upstream, owner):
     upstream.add(reply("anthropic", TIDES))
-    conversation = calls.create_conversation(owner, "Tides")
+    conversation = store.create_conversation(owner=owner, title="Tides")
     live = run(conversation, ASK)
     turn = live.turn
     assert (turn.status, turn.end_reason) == ("complete", "end_turn")
@@ -98,7 +98,7 @@ def test_a_live_turn_streams_the_answer_with_its_search_and_citations(upstream, 
 
 def test_the_next_turn_sends_the_earlier_ones_back(upstream, owner):
     upstream.add(reply("anthropic", TIDES), reply("anthropic", TIDES))
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
     run(conversation, ASK)
     run(conversation, calls.Ask("anthropic", "claude-sonnet-4-5", "And neap tides?", True))
     assert conversation.turns.count() == 4
@@ -108,7 +108,7 @@ def test_the_next_turn_sends_the_earlier_ones_back(upstream, owner):
 
 def test_pause_turn_is_continued_into_the_same_agent_turn(upstream, owner):
     upstream.add(reply("anthropic", PAUSED), reply("anthropic", CONTINUED))
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
     turn = run(conversation, ASK).turn
     assert (turn.status, turn.end_reason) == ("complete", "end_turn")
     assert conversation.turns.count() == 2  # one user turn, one agent turn
@@ -130,7 +130,7 @@ def test_the_loop_guard_stops_and_says_so(upstream, owner, settings):
     settings.TURNSCOPE_MAX_CONTINUATIONS = 1
     upstream.add(reply("anthropic", PAUSED), reply("anthropic", PAUSED),
                  reply("anthropic", CONTINUED))
-    turn = run(calls.create_conversation(owner), ASK).turn
+    turn = run(store.create_conversation(owner=owner), ASK).turn
     assert len(upstream.requests) == 2  # the first response and one continuation, no more
     assert turn.status == "failed"
     [error] = errors_of(turn)
@@ -153,7 +153,7 @@ def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner)
         stopped = await calls.stop(live.conversation)
         assert stopped is not None and stopped.pk == live.turn.pk
 
-    turn = run(calls.create_conversation(owner), ASK, during=stop_when_text_streams).turn
+    turn = run(store.create_conversation(owner=owner), ASK, during=stop_when_text_streams).turn
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     messages = [e for e in events(turn) if e.kind == "message"]
     assert messages and messages[-1].incomplete and messages[-1].text
@@ -173,7 +173,7 @@ def test_stop_from_another_process_goes_through_the_cache_flag(upstream, owner):
         calls._tasks[str(live.turn.pk)] = next(
             t for t in asyncio.all_tasks() if t.get_name() == f"call-{live.turn.pk}")
 
-    turn = run(calls.create_conversation(owner), ASK, during=flag).turn
+    turn = run(store.create_conversation(owner=owner), ASK, during=flag).turn
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
 
 
@@ -200,7 +200,7 @@ def test_a_provider_error_fails_the_turn_with_its_code_and_message(
     upstream, owner, client, answer, code, message
 ):
     upstream.add(answer)
-    live = run(calls.create_conversation(owner), ASK)
+    live = run(store.create_conversation(owner=owner), ASK)
     turn = live.turn
     assert (turn.status, turn.end_reason) == ("failed", "error")
     [error] = errors_of(turn)
@@ -213,7 +213,7 @@ def test_a_provider_error_fails_the_turn_with_its_code_and_message(
 
 def test_an_unreachable_provider_fails_the_turn(upstream, owner, settings):
     settings.TURNSCOPE_UPSTREAM = {"anthropic": "http://127.0.0.1:9"}
-    turn = run(calls.create_conversation(owner), ASK).turn
+    turn = run(store.create_conversation(owner=owner), ASK).turn
     assert turn.status == "failed"
     assert errors_of(turn)[0]["code"] == "upstream_unreachable"
 
@@ -223,7 +223,7 @@ def test_a_provider_without_a_key_is_disabled_and_nothing_is_stored(upstream, ow
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     [option] = [o for o in calls.provider_options() if o.provider == "anthropic"]
     assert not option.enabled and "ANTHROPIC_API_KEY" in option.reason
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
     with pytest.raises(calls.CallError, match="ANTHROPIC_API_KEY"):
         async_to_sync(calls.start_turn)(conversation, ASK)
     assert not Turn.objects.exists() and not upstream.requests
@@ -237,7 +237,7 @@ def test_without_a_key_the_recorded_provider_answers_and_the_turn_says_so(upstre
     upstream.add(reply("anthropic", TIDES))
     [option] = [o for o in calls.provider_options() if o.provider == "anthropic"]
     assert option.enabled and option.recorded and "recorded" in option.label
-    live = run(calls.create_conversation(owner), ASK)
+    live = run(store.create_conversation(owner=owner), ASK)
     assert live.recorded and live.turn.status == "complete"
     assert live.turn.agent_id == calls.RECORDED_AGENT
     assert upstream.requests[0].header("x-api-key") is None  # no key goes to it
@@ -245,7 +245,7 @@ def test_without_a_key_the_recorded_provider_answers_and_the_turn_says_so(upstre
 
 def test_a_second_turn_while_one_streams_is_busy(upstream, owner):
     upstream.add(reply("anthropic", TIDES, pace=0.05))
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
 
     async def again(live):
         with pytest.raises(calls.Busy):
@@ -260,7 +260,7 @@ def test_keys_are_never_stored_or_logged(upstream, owner, caplog):
     caplog.set_level(logging.DEBUG)
     upstream.add(reply("anthropic", TIDES), error_reply("anthropic", 401, "x",
                                                         f"bad key {ANTHROPIC_KEY}"))
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
     run(conversation, ASK)
     run(conversation, calls.Ask("anthropic", "claude-sonnet-4-5", "again", False))
     assert ANTHROPIC_KEY not in caplog.text
@@ -273,7 +273,7 @@ def test_keys_are_never_stored_or_logged(upstream, owner, caplog):
 
 def test_rerun_answers_the_turn_again_on_another_provider_as_a_branch(upstream, owner):
     upstream.add(reply("anthropic", TIDES), reply("openai", SOURDOUGH))
-    conversation = calls.create_conversation(owner, "Tides")
+    conversation = store.create_conversation(owner=owner, title="Tides")
     run(conversation, ASK)
 
     async def go():
@@ -298,7 +298,7 @@ def test_rerun_answers_the_turn_again_on_another_provider_as_a_branch(upstream, 
 
 def test_rerun_refuses_a_user_turn_and_fork_at_copies_up_to_the_turn(upstream, owner):
     upstream.add(reply("anthropic", TIDES))
-    conversation = calls.create_conversation(owner)
+    conversation = store.create_conversation(owner=owner)
     run(conversation, ASK)
     with pytest.raises(calls.NotFound):
         async_to_sync(calls.rerun)(conversation, 0, owner,
