@@ -124,6 +124,33 @@ def provider_options() -> list[ProviderOption]:
 
 
 @dataclass(frozen=True)
+class Composer:
+    """What the composer (and the re-run form) offers, and what it selects first."""
+
+    options: list[ProviderOption]
+    provider: str  # "" when no provider is enabled
+    model: str
+
+    @property
+    def any_enabled(self) -> bool:
+        return any(o.enabled for o in self.options)
+
+    @property
+    def any_recorded(self) -> bool:
+        return any(o.recorded for o in self.options)
+
+
+def composer(exclude: str = "") -> Composer:
+    """The composer's choices; the first enabled provider (other than ``exclude``, e.g. the
+    provider of the turn to re-run, when another is enabled) is selected."""
+    options = provider_options()
+    enabled = [o for o in options if o.enabled]
+    chosen = next((o for o in enabled if o.provider != exclude), enabled[0] if enabled else None)
+    return Composer(options, chosen.provider if chosen else "",
+                    chosen.models[0] if chosen else "")
+
+
+@dataclass(frozen=True)
 class Route:
     """Where a provider's requests go, and how they authenticate (the key is read from the
     environment here and only put in the request's headers)."""
