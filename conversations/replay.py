@@ -13,9 +13,14 @@
   continues the agent turn at ``agent_turn_index`` after it ended with ``pause_turn`` (its
   blocks so far sent back). ``turn_request`` is the one that started the turn; its prompt is
   empty when the user turn before it is stored (the usual case).
+* ``continuation_allowed(turn, limit=None)``: the loop guard. Whether a paused turn may be
+  continued once more: it ended with ``pause_turn`` and has been continued fewer than
+  ``limit`` times (``settings.TURNSCOPE_MAX_CONTINUATIONS`` by default);
+  ``continuations(turn)`` counts them.
 
 Payload rows are read as stored (JSON text) and handed over unchanged; the adapters decide what
-each is. Events cut before their end carry no payload, so they are never sent back natively.
+each is. Events cut before their end carry no payload, so they are never sent back natively:
+their text is the turn's ``partial_text``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from django.conf import settings
 
 from conversations.models import Conversation, Event, Turn
 from providers.requests import (
@@ -69,6 +76,19 @@ def request_for_continuation(
     )
 
 
+def continuations(turn: Turn) -> int:
+    """How many times the turn was continued after ``pause_turn`` (its responses say)."""
+    return sum(1 for r in turn.responses_list
+               if isinstance(r, dict) and r.get("trigger") == "pause_turn")
+
+
+def continuation_allowed(turn: Turn, limit: int | None = None) -> bool:
+    """The loop guard: the turn paused, and was continued fewer than ``limit`` times."""
+    if limit is None:
+        limit = int(settings.TURNSCOPE_MAX_CONTINUATIONS)
+    return turn.end_reason == "pause_turn" and continuations(turn) < limit
+
+
 def _prior_turns(turns: list[Turn]) -> list[PriorTurn]:
     events: dict[Any, list[Event]] = {turn.pk: [] for turn in turns}
     if turns:
@@ -95,10 +115,13 @@ def _prior(turn: Turn, events: list[Event]) -> PriorTurn:
         r["response_id"] for r in turn.responses_list
         if isinstance(r, dict) and isinstance(r.get("response_id"), str) and r["response_id"]
     )
+    # The text of blocks cut mid-stream: stored, but in no payload.
+    partial = "\n\n".join(e.text for e in events
+                           if e.kind == "message" and e.text and e.payload is None)
     return PriorTurn(
         role="agent", text=text, provider=turn.provider, model=turn.model, payloads=payloads,
         tool_versions=_tool_versions(payloads), hosted=_hosted(events),
-        response_ids=response_ids, end_reason=turn.end_reason,
+        response_ids=response_ids, end_reason=turn.end_reason, partial_text=partial,
     )
 
 

@@ -10,14 +10,17 @@ the store and hands over ``PriorTurn`` values). The interface:
   turn the native ``payloads`` of its responses in order (event seq order), the ``request``
   recorded for it when there is one, the hosted ``tool_versions`` it used (family -> versioned
   tool type, e.g. ``web_search`` -> ``web_search_20250305``), its ``response_ids`` and
-  ``end_reason``.
+  ``end_reason``, and ``partial_text``: the text of a block the stream was cut in (an
+  interrupted turn), which no payload holds, sent after the native content as plain text.
 * ``TurnRequest`` — what the person asks for: ``provider``, ``model``, ``prompt``,
   ``web_search`` on/off, ``max_tokens``, ``thinking`` (a token budget; None: off), ``api``
   (OpenAI: "responses", the default, or "chat"), ``store`` (OpenAI: let the provider keep the
   response, so a later turn can name it by ``previous_response_id``).
 * ``UpstreamRequest`` — what to send: ``provider``, ``method``, ``path`` (appended to the
   configured base URL, ``upstream.client.url``), ``query``, ``headers`` (never the key: the
-  caller adds it), ``body`` (a JSON object), ``stream``.
+  caller adds it), ``body`` (a JSON object), ``stream``; ``wire_context(endpoint)`` is what
+  the adapter reading the answer takes (the runner parses the response with it, so the
+  payloads it stores are stamped with this request's hosted tool versions).
 * ``build_request(history, turn)`` — the request for a new agent turn answering ``turn.prompt``
   after ``history``. An empty prompt means the history already ends with the user's message
   (a re-run of the agent turn after it).
@@ -42,6 +45,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from providers.protocol import WireContext
 from streams.errors import MalformedInput
 
 __all__ = [
@@ -95,6 +99,7 @@ class PriorTurn:
     hosted: tuple[str, ...] = ()
     response_ids: tuple[str, ...] = ()
     end_reason: str = ""
+    partial_text: str = ""  # text of blocks cut mid-stream: in no payload (sent as plain text)
 
     def native_for(self, provider: str) -> bool:
         """Whether this turn goes back to ``provider`` from its native payloads."""
@@ -130,6 +135,16 @@ class UpstreamRequest:
     def content(self) -> bytes:
         """The body as the bytes to send."""
         return orjson.dumps(self.body)
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+    def wire_context(self, endpoint: str | None = None) -> WireContext:
+        """What the adapter reading the answer needs to know of this request: the API version,
+        the body (it names the hosted tool versions the payloads are stamped with) and the URL
+        it went to (``endpoint``, without any key; it names Gemini's API version)."""
+        return WireContext(self.header("anthropic-version"), self.body, endpoint)
 
 
 class _Builder(Protocol):

@@ -18,9 +18,11 @@ OpenAI Responses, ``data:`` alone for Chat Completions and Gemini), and a JSON b
 ``application/json``. A Gemini stream asked for without ``alt=sse`` is served as the JSON array
 Gemini sends then.
 
-``check`` sees every request before it is answered and may answer it instead (e.g. a 400 in the
-provider's shape for a continuation whose replayed blocks differ from what was served);
+``check`` sees every request before it is answered and may answer it instead;
 ``respond`` replaces the FIFO (e.g. ``by_provider`` to serve a catalog forever).
+``verify_replay=True`` makes it check what it is sent as the provider does: a request that sends
+back a response it served (the paused message after ``pause_turn``, an earlier answer) changed,
+cut or reordered is answered 400 in the provider's error shape (``upstream.served``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from upstream import errors
+from upstream.served import Served, refusal, served_content
 
 SSE = "text/event-stream"
 JSON = "application/json"
@@ -184,6 +187,9 @@ class RecordedUpstream:
     prefix: str = ""
     requests: list[Request] = field(default_factory=list)
     sent: list[bytes] = field(default_factory=list)
+    verify_replay: bool = False
+    # The content of each response served whole (what a client may send back), in order.
+    served: list[Served] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._queue: deque[Reply] = deque(self.replies)
@@ -235,7 +241,9 @@ class RecordedUpstream:
             body=bytes(body),
         )
         self.requests.append(request)
-        chosen = (self.check(request) if self.check else None) or self._next(request)
+        chosen = self._refused(request) or (self.check(request) if self.check else None) or (
+            self._next(request))
+        self._keep(request, chosen)
         if (provider_of(path) == "google" and ":streamGenerateContent" in path
                 and "sse" not in request.params.get("alt", [])):
             chosen = chosen.json_array() if chosen.content_type == SSE else chosen
@@ -244,6 +252,28 @@ class RecordedUpstream:
             await self._send(chosen, send, request)
         finally:
             watcher.cancel()
+
+    def _refused(self, request: Request) -> Reply | None:
+        """A 400 for a request that sends back what was served changed (``verify_replay``)."""
+        provider = provider_of(request.path)
+        if not self.verify_replay or provider is None:
+            return None
+        try:
+            body = request.json
+        except orjson.JSONDecodeError:
+            return error_reply(provider, 400, "invalid_request_error", "the body is not JSON")
+        reason = refusal(provider, body, self.served)
+        if reason is None:
+            return None
+        return error_reply(provider, 400, "invalid_request_error", reason)
+
+    def _keep(self, request: Request, chosen: Reply) -> None:
+        provider = provider_of(request.path)
+        if not self.verify_replay or provider is None or chosen.status != 200:
+            return
+        content = served_content(provider, chosen.body)
+        if content is not None and chosen.cut_after is None:
+            self.served.append(content)
 
     async def _send(self, chosen: Reply, send: Any, request: Request) -> None:
         if chosen.first_byte:

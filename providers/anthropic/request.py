@@ -9,7 +9,7 @@
   encrypted_index), client tool_use. Citation, stop and error payloads are not content (a
   citation rides inside its text block). A block this version kept only as pieces (an unknown
   block streamed with deltas, an unknown delta on a known block) cannot be sent back as it was
-  received: ``ReplayError``.
+  received: ``ReplayError``. Text a cut stream left in no payload follows as a text block.
 * Any other agent turn -> an ``assistant`` text block with the portable text (hosted results
   as short bracketed lines). An agent turn with no text at all is left out.
 * Consecutive messages of one role are merged into one (the API would combine them anyway).
@@ -17,8 +17,10 @@
   message, unchanged, with the same tools: the API continues that message.
 
 Hosted web search: ``web_search_<version>`` as the stored turns used it (the payload versions
-name it), else the newest the model takes. Thinking: ``{"type": "enabled", "budget_tokens"}``,
-``max_tokens`` raised above the budget when it is not.
+name it), else the newest the model takes. A continuation keeps the paused turn's hosted tools
+(its recorded request's, else each one its blocks name, at the version they name).
+Thinking: ``{"type": "enabled", "budget_tokens"}``, ``max_tokens`` raised above the budget
+when it is not.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def content_blocks(turn: PriorTurn) -> list[dict[str, Any]]:
         if payload.format != BLOCK:
             raise ReplayError(f"unexpected Anthropic payload format {payload.format!r}")
         blocks.append(value)
+    if turn.partial_text:  # cut mid-stream: in no payload, so as the text it was
+        blocks.append({"type": "text", "text": turn.partial_text})
     return blocks
 
 
@@ -108,6 +112,25 @@ def web_search_tool(history: Sequence[PriorTurn], model: str) -> dict[str, Any]:
             return {"type": version, "name": "web_search"}
     legacy = model.startswith(_LEGACY_MODELS)
     return {"type": LEGACY_WEB_SEARCH if legacy else NEWEST_WEB_SEARCH, "name": "web_search"}
+
+
+def _tools(
+    history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn | None
+) -> list[dict[str, Any]]:
+    """The hosted tools of the request. A continuation keeps the paused turn's: its recorded
+    request's tools verbatim when there is one, else every hosted tool its blocks were read
+    under, at that version (a search left open needs its tool), plus web search if asked."""
+    if paused is not None and paused.request is not None:
+        recorded = paused.request.get("tools")
+        if isinstance(recorded, list) and recorded:
+            return list(recorded)
+    known = [*history, paused] if paused is not None else list(history)
+    tools = [web_search_tool(known, turn.model)] if turn.web_search else []
+    if paused is not None:
+        for family, version in paused.tool_versions.items():
+            if all(t["name"] != family for t in tools):
+                tools.append({"type": version, "name": family})
+    return tools
 
 
 def _text_message(role: str, text: str) -> dict[str, Any]:
@@ -160,9 +183,9 @@ def _request(
         body["thinking"] = {"type": "enabled", "budget_tokens": turn.thinking}
         if max_tokens <= turn.thinking:
             body["max_tokens"] = turn.thinking + DEFAULT_MAX_TOKENS
-    if turn.web_search:
-        known = [*history, paused] if paused is not None else list(history)
-        body["tools"] = [web_search_tool(known, turn.model)]
+    tools = _tools(history, turn, paused)
+    if tools:
+        body["tools"] = tools
     headers = (("content-type", "application/json"),
                ("anthropic-version", api_version([*history, *(p for p in [paused] if p)])))
     return UpstreamRequest(PROVIDER, PATH, body, headers)

@@ -8,6 +8,7 @@
   ``thoughtSignature`` kept where it came), and the function calls, code and Google tool parts
   (``toolCall`` / ``toolResponse``, with their ids and signatures) kept as ``google.part``.
   Grounding metadata, the search entry point and errors are response metadata, not content.
+  Text a cut stream left in no payload follows as a text part.
   A turn that came from the Interactions API holds steps, not parts: ``ReplayError``.
 * Any other agent turn -> a ``model`` content with the portable text.
 
@@ -120,4 +121,6 @@ def model_parts(turn: PriorTurn) -> list[dict[str, Any]]:
             parts.append(value)
         else:
             raise ReplayError(f"unexpected Gemini payload format {payload.format!r}")
+    if turn.partial_text:  # cut mid-stream: in no payload, so as the text it was
+        parts.append({"text": turn.partial_text})
     return parts

@@ -8,7 +8,8 @@ Responses (``POST /v1/responses``):
   as received (``openai.responses.output_item`` payloads, in event order): reasoning items with
   their ``encrypted_content``, message items with their annotations, web_search_call,
   file_search_call and the other hosted items, function calls. Annotation and error payloads
-  are not items of their own (an annotation rides inside its message item).
+  are not items of their own (an annotation rides inside its message item). Text a cut stream
+  left in no payload follows as an assistant message.
 * ``previous_response_id`` instead, when the request asks to keep responses upstream
   (``TurnRequest.store``) and the last agent turn's own request did too (its recorded
   ``request`` says ``store`` is not false): then only what follows that response is sent.
@@ -81,6 +82,8 @@ def output_items(turn: PriorTurn) -> list[dict[str, Any]]:
                 "served through the Responses API"
             )
         found.append(_decoded(payload))
+    if turn.partial_text:  # cut mid-stream: in no payload, so as the text it was
+        found.append({"role": "assistant", "content": turn.partial_text})
     return found
 
 

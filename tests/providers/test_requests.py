@@ -138,3 +138,96 @@ def test_only_anthropic_turns_pause():
                            PriorTurn(role="agent", text="x", provider="openai"))
     with pytest.raises(ValueError, match="unknown provider"):
         build_request([USER], TurnRequest("mistral", "m"))
+
+
+def _openai_item(item: dict) -> StoredPayload:
+    return StoredPayload("openai", "openai.responses.output_item", "v1+web_search",
+                         orjson.dumps(item).decode())
+
+
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
+MESSAGE = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+           "content": [{"type": "output_text", "text": "Gravity.", "annotations": [
+               {"type": "url_citation", "url": "https://e.org", "title": "E", "start_index": 0,
+                "end_index": 8}]}]}
+OPENAI_AGENT = PriorTurn(role="agent", text="Gravity.", provider="openai", model="gpt-5",
+                         payloads=(_openai_item(REASONING), _openai_item(MESSAGE)),
+                         response_ids=("resp_1",))
+
+
+def test_openai_items_go_back_as_received():
+    body = build_request([USER, OPENAI_AGENT], TurnRequest("openai", "gpt-5", "More?")).body
+    assert body["input"][1:3] == [REASONING, MESSAGE]
+    assert "previous_response_id" not in body and body["store"] is False
+
+
+def test_previous_response_id_when_the_response_was_kept_upstream():
+    kept = PriorTurn(role="agent", text="Gravity.", provider="openai", model="gpt-5",
+                     payloads=OPENAI_AGENT.payloads, response_ids=("resp_0", "resp_1"),
+                     request={"model": "gpt-5", "store": True})
+    body = build_request([USER, kept], TurnRequest("openai", "gpt-5", "More?",
+                                                   store=True)).body
+    assert body["previous_response_id"] == "resp_1"
+    assert body["input"] == [{"role": "user", "content": [{"type": "input_text",
+                                                           "text": "More?"}]}]
+    # Not kept upstream (or not asked to keep): the items themselves.
+    unkept = PriorTurn(role="agent", text="Gravity.", provider="openai", model="gpt-5",
+                       payloads=OPENAI_AGENT.payloads, response_ids=("resp_1",),
+                       request={"store": False})
+    body = build_request([USER, unkept], TurnRequest("openai", "gpt-5", "More?",
+                                                     store=True)).body
+    assert "previous_response_id" not in body and body["input"][1] == REASONING
+
+
+def test_chat_completions_turns_go_back_as_their_message():
+    stored = PriorTurn(role="agent", text="Gravity.", provider="openai", model="gpt-4o",
+                       payloads=(StoredPayload("openai", "openai.chat.message", "v1",
+                                               '{"role": "assistant", "content": "Gravity.",'
+                                               ' "annotations": []}'),))
+    body = build_request([USER, stored], TurnRequest("openai", "gpt-4o", "More?",
+                                                     api="chat", web_search=True)).body
+    assert body["messages"] == [{"role": "user", "content": USER.text},
+                                {"role": "assistant", "content": "Gravity."},
+                                {"role": "user", "content": "More?"}]
+    assert body["web_search_options"] == {}
+    # A Responses turn asked of Chat Completions (another API): its text.
+    body = build_request([USER, OPENAI_AGENT], TurnRequest("openai", "gpt-4o", "More?",
+                                                           api="chat")).body
+    assert body["messages"][1] == {"role": "assistant", "content": "Gravity."}
+
+
+def test_a_continuation_keeps_the_paused_turns_hosted_tools():
+    paused = PriorTurn(role="agent", text="x", provider="anthropic", model="claude-x",
+                       payloads=ANTHROPIC_AGENT.payloads,
+                       tool_versions={"web_search": "web_search_20250305",
+                                      "web_fetch": "web_fetch_20250910"})
+    body = build_continuation([USER], TurnRequest("anthropic", "claude-x"), paused).body
+    assert body["tools"] == [{"type": "web_search_20250305", "name": "web_search"},
+                             {"type": "web_fetch_20250910", "name": "web_fetch"}]
+    assert body["messages"][-1] == {"role": "assistant", "content": ANSWER_BLOCKS}
+    recorded = PriorTurn(role="agent", text="x", provider="anthropic", model="claude-x",
+                         payloads=ANTHROPIC_AGENT.payloads,
+                         request={"tools": [{"type": "web_search_20260209", "name": "web_search",
+                                             "max_uses": 3}]})
+    body = build_continuation([USER], TurnRequest("anthropic", "claude-x", web_search=True),
+                              recorded).body
+    assert body["tools"] == [{"type": "web_search_20260209", "name": "web_search",
+                              "max_uses": 3}]
+
+
+def test_an_interrupted_turn_sends_its_cut_text_after_its_blocks():
+    cut = PriorTurn(role="agent", text="Mostly the Moon. And the", provider="anthropic",
+                    model="claude-x", payloads=ANTHROPIC_AGENT.payloads,
+                    partial_text="And the")
+    body = build_request([USER, cut], TurnRequest("anthropic", "claude-x", "Go on")).body
+    assert body["messages"][1]["content"] == [*ANSWER_BLOCKS,
+                                              {"type": "text", "text": "And the"}]
+
+
+def test_the_answer_is_read_with_the_requests_context():
+    request = build_request([USER], TurnRequest("anthropic", "claude-x", web_search=True))
+    context = request.wire_context("http://upstream/v1/messages")
+    assert context.api_version == "2023-06-01" and context.request is request.body
+    assert context.endpoint == "http://upstream/v1/messages"
+    google = build_request([USER], TurnRequest("google", "gemini-2.5-pro")).wire_context()
+    assert google.api_version is None

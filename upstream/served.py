@@ -1,0 +1,318 @@
+"""What a recorded upstream served, and whether a request sends it back unchanged.
+
+A provider that gets its own earlier output back (the paused message after ``pause_turn``, the
+previous answer before the next question) checks it: a thinking block whose signature does not
+verify, a search result without its ``encrypted_content`` or a Gemini part without its
+``thoughtSignature`` is refused. ``RecordedUpstream(verify_replay=True)`` does the same with
+``refusal``: it keeps the content of every response it served and answers 400, in the
+provider's error shape, a request that sends any of it back changed, cut or reordered.
+
+The served content is rebuilt here from the wire the way a provider's SDK accumulates it,
+independently of the adapters' stream parsers (which the request side relies on), so a lossy
+parser or request builder is caught rather than agreed with:
+
+* Anthropic: ``message.content`` (a body, or what ``message_start`` holds), then each streamed
+  block from its ``content_block_start`` with its deltas applied (text, thinking, signature,
+  citations, tool input JSON). A text block with no text and no citations is no content. A
+  stream cut before ``message_stop`` gave the client no whole message: nothing is checked.
+* OpenAI Responses: each ``response.output_item.done`` item (a body: ``output``); the item the
+  final ``response.completed`` holds for the same id is accepted too.
+* Gemini: the parts of every chunk's first candidate (a stream with no ``finishReason`` was
+  cut: nothing is checked). Consecutive text parts of one kind (thought or not) are one run: a
+  client may send them merged or as received, so runs are compared by their text and the
+  signatures they carry; an empty run carries nothing. A function call whose arguments stream
+  (``willContinue``, ``partialArgs``) is the whole call its pieces make.
+
+A served response counts as sent back when the request holds one of its blocks (by id, tool use
+id, signature, data or text) or its text inside an assistant message; it must then be there
+whole, in order and contiguous, every field as served (null and absent fields are the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from providers.wire import DONE, MalformedInput, read
+
+
+@dataclass(frozen=True)
+class Served:
+    """One response's content as the client holds it: ``blocks`` in order (Anthropic content
+    blocks, Responses output items, Gemini parts), and accepted variants by item id."""
+
+    provider: str
+    blocks: tuple[dict[str, Any], ...]
+    variants: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+def served_content(provider: str, body: bytes) -> Served | None:
+    """The content of one served response body (None when it holds none: an error)."""
+    try:
+        rows = [data for _, data, _ in read(body).rows if data is not DONE]
+    except MalformedInput:
+        return None
+    if provider == "anthropic":
+        blocks = _anthropic(rows)
+        return Served(provider, tuple(blocks)) if blocks is not None else None
+    if provider == "openai":
+        return _openai(rows)
+    if provider == "google":
+        finished = any(_finish_reason(row) for row in rows)
+        parts = _gemini_calls([part for row in rows for part in _gemini_parts(row)])
+        return Served(provider, tuple(parts)) if parts and finished else None
+    return None
+
+
+# -- rebuilding what was served --------------------------------------------------------------
+
+
+def _anthropic(rows: list[Any]) -> list[dict[str, Any]] | None:
+    blocks: dict[int, dict[str, Any]] = {}
+    json_input: dict[int, str] = {}
+    whole: list[dict[str, Any]] = []
+    seen = False
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        kind = row.get("type")
+        if kind == "message":
+            seen = True
+            whole = [b for b in row.get("content") or () if isinstance(b, dict)]
+        elif kind == "message_stop":
+            seen = True
+        elif kind == "message_start":
+            message = row.get("message") or {}
+            whole = [b for b in message.get("content") or () if isinstance(b, dict)]
+        elif kind == "content_block_start":
+            blocks[row["index"]] = dict(row["content_block"])
+        elif kind == "content_block_delta":
+            block, delta = blocks[row["index"]], row.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = block.get("text", "") + delta.get("text", "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            elif dtype == "signature_delta":
+                block["signature"] = block.get("signature", "") + delta.get("signature", "")
+            elif dtype == "citations_delta":
+                block["citations"] = [*(block.get("citations") or ()), delta.get("citation")]
+            elif dtype == "input_json_delta":
+                json_input[row["index"]] = (json_input.get(row["index"], "")
+                                            + delta.get("partial_json", ""))
+    if not seen:
+        return None
+    for index, raw in json_input.items():
+        if raw.strip():
+            blocks[index]["input"] = orjson.loads(raw)
+    content = [*whole, *(blocks[i] for i in sorted(blocks))]
+    return [b for b in content
+            if not (b.get("type") == "text" and not b.get("text") and not b.get("citations"))]
+
+
+def _openai(rows: list[Any]) -> Served | None:
+    done: list[dict[str, Any]] = []
+    final: list[dict[str, Any]] = []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        kind = row.get("type")
+        if kind == "response.output_item.done" and isinstance(row.get("item"), dict):
+            done.append(row["item"])
+        elif kind in ("response.completed", "response.incomplete"):
+            final = [i for i in (row.get("response") or {}).get("output") or ()
+                     if isinstance(i, dict)]
+        elif row.get("object") == "response":  # a body
+            final = [i for i in row.get("output") or () if isinstance(i, dict)]
+    blocks = done or final
+    if not blocks:
+        return None
+    variants = tuple((str(item.get("id")), item) for item in final if done and item.get("id"))
+    return Served("openai", tuple(blocks), variants)
+
+
+def _finish_reason(row: Any) -> bool:
+    candidates = row.get("candidates") if isinstance(row, dict) else None
+    first = candidates[0] if isinstance(candidates, list) and candidates else None
+    return isinstance(first, dict) and bool(first.get("finishReason"))
+
+
+def _gemini_calls(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Streamed function-call arguments put together: the call with its ``args``."""
+    out: list[dict[str, Any]] = []
+    open_call: dict[str, Any] | None = None
+    for part in parts:
+        call = part.get("functionCall")
+        if not isinstance(call, dict):
+            out.append(part)
+            continue
+        if open_call is None and call.get("willContinue") and "args" not in call:
+            open_call = {k: v for k, v in part.items() if k != "functionCall"}
+            open_call["functionCall"] = {k: v for k, v in call.items() if k != "willContinue"}
+            open_call["functionCall"]["args"] = {}
+            out.append(open_call)
+            continue
+        if open_call is not None:
+            args = open_call["functionCall"]["args"]
+            for piece in call.get("partialArgs") or ():
+                _put(args, str(piece.get("jsonPath", "")), piece)
+            if not call.get("willContinue"):
+                open_call = None
+            continue
+        out.append(part)
+    return out
+
+
+def _put(args: dict[str, Any], path: str, piece: dict[str, Any]) -> None:
+    keys = path.removeprefix("$.").split(".") if path.startswith("$.") else [path]
+    target = args
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    last = keys[-1]
+    if "stringValue" in piece:
+        target[last] = str(target.get(last, "")) + piece["stringValue"]
+    else:
+        for name in ("numberValue", "boolValue", "nullValue"):
+            if name in piece:
+                target[last] = None if name == "nullValue" else piece[name]
+
+
+def _gemini_parts(row: Any) -> Iterator[dict[str, Any]]:
+    if not isinstance(row, dict):
+        return
+    candidates = row.get("candidates")
+    if not isinstance(candidates, list) or not candidates:
+        return
+    content = candidates[0].get("content") if isinstance(candidates[0], dict) else None
+    for part in (content or {}).get("parts") or ():
+        if isinstance(part, dict):
+            yield part
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+
+def _clean(value: Any) -> Any:
+    """Null and absent are the same; key order does not matter (compared as sorted JSON)."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _gemini_runs(parts: Iterable[dict[str, Any]]) -> list[Any]:
+    """Gemini parts with consecutive text parts of one kind merged into one run: (thought,
+    text, the signatures in it); other parts as they are."""
+    runs: list[Any] = []
+    for part in parts:
+        if "text" in part and set(part) <= {"text", "thought", "thoughtSignature"}:
+            thought = bool(part.get("thought"))
+            signature = part.get("thoughtSignature")
+            last = runs[-1] if runs else None
+            if isinstance(last, dict) and last.get("run") == thought:
+                last["text"] += part["text"]
+                if signature:
+                    last["signatures"].append(signature)
+                continue
+            runs.append({"run": thought, "text": part["text"],
+                         "signatures": [signature] if signature else []})
+        else:
+            runs.append(_clean(part))
+    return [r for r in runs if not (isinstance(r, dict) and r.get("run") is not None
+                                    and not r["text"] and not r["signatures"])]
+
+
+def _canonical(provider: str, blocks: Iterable[dict[str, Any]]) -> list[bytes]:
+    items = _gemini_runs(blocks) if provider == "google" else [_clean(b) for b in blocks]
+    return [orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in items]
+
+
+def _keys(provider: str, block: dict[str, Any]) -> set[str]:
+    """What identifies a served block when it comes back."""
+    keys = set()
+    for name in ("id", "tool_use_id", "signature", "data", "thoughtSignature",
+                 "encrypted_content"):
+        value = block.get(name)
+        if isinstance(value, str) and value:
+            keys.add(f"{name}:{value}")
+    for nested in ("functionCall", "toolCall", "toolResponse", "functionResponse"):
+        inner = block.get(nested)
+        if isinstance(inner, dict) and isinstance(inner.get("id"), str):
+            keys.add(f"{nested}:{inner['id']}")
+    return keys
+
+
+def _text(provider: str, block: dict[str, Any]) -> str:
+    if provider == "openai":
+        content = block.get("content")
+        if isinstance(content, str):  # an easy input message: text alone
+            return content
+        return "".join(c.get("text", "") for c in content or ()
+                       if isinstance(c, dict) and c.get("type") in ("output_text", "input_text"))
+    if provider == "google":
+        return "" if block.get("thought") else str(block.get("text") or "")
+    return str(block.get("text") or "") if block.get("type") == "text" else ""
+
+
+def _sent_back(provider: str, body: Any) -> list[list[dict[str, Any]]]:
+    """The request's model-side messages, each as its blocks (items, parts)."""
+    if not isinstance(body, dict):
+        return []
+    if provider == "anthropic":
+        return [[b for b in m.get("content") if isinstance(b, dict)]
+                for m in body.get("messages") or ()
+                if isinstance(m, dict) and m.get("role") == "assistant"
+                and isinstance(m.get("content"), list)]
+    if provider == "google":
+        return [[p for p in c.get("parts") or () if isinstance(p, dict)]
+                for c in body.get("contents") or ()
+                if isinstance(c, dict) and c.get("role") == "model"]
+    items = body.get("input")
+    if not isinstance(items, list):
+        return []
+    return [[i for i in items if isinstance(i, dict) and i.get("role") != "user"]]
+
+
+def _contains(haystack: list[bytes], needle: list[bytes]) -> bool:
+    n = len(needle)
+    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+
+
+def refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
+    """Why the request ``body`` must be refused: the first served response it sends back
+    changed; None when it sends every one it refers to back unchanged."""
+    messages = _sent_back(provider, body)
+    if not messages:
+        return None
+    keys: set[str] = set()
+    texts: list[str] = []
+    for message in messages:
+        for block in message:
+            keys |= _keys(provider, block)
+        texts.append("\n".join(_text(provider, b) for b in message))
+    canonical = [_canonical(provider, message) for message in messages]
+    for number, response in enumerate(served):
+        if response.provider != provider:
+            continue
+        mine = set().union(*(_keys(provider, b) for b in response.blocks))
+        said = [t.strip() for t in (_text(provider, b) for b in response.blocks) if t.strip()]
+        if not (mine & keys or any(s in t for s in said for t in texts)):
+            continue
+        expected = _canonical(provider, response.blocks)
+        if any(_contains(c, expected) for c in canonical):
+            continue
+        if response.variants and any(_contains(c, _canonical(provider, _with_variants(
+                response))) for c in canonical):
+            continue
+        return (f"the request sends back served response {number + 1} changed: its "
+                f"{len(response.blocks)} blocks must come back whole, in order and unchanged")
+    return None
+
+
+def _with_variants(response: Served) -> list[dict[str, Any]]:
+    variants = dict(response.variants)
+    return [variants.get(str(b.get("id")), b) for b in response.blocks]
