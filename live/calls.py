@@ -467,10 +467,7 @@ class _Call:
                 yield parts.StreamError(code, f"HTTP {response.status_code}: {message}")
                 yield parts.ResponseEnd("error")
                 return
-            context = providers.WireContext(
-                api_version=dict(request.headers).get("anthropic-version"),
-                request=redaction.redact_value(request.body), endpoint=target)
-            parser = providers.stream_parser(provider, context)
+            parser = providers.stream_parser(provider, request.wire_context(target))
             async for data in _redacted_lines(response):
                 for part in parser.feed(data):
                     yield part

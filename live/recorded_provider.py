@@ -64,4 +64,6 @@ def responder(pace: float = PACE) -> Callable[[Request], Reply]:
 
 def app(pace: float = PACE, prefix: str = PREFIX) -> RecordedUpstream:
     """The recorded provider as an ASGI app, mounted at ``prefix``."""
-    return RecordedUpstream(respond=responder(pace), prefix=prefix)
+    # verify_replay: like the provider, it refuses (400) a paused message or an earlier answer
+    # sent back other than it served it
+    return RecordedUpstream(respond=responder(pace), prefix=prefix, verify_replay=True)

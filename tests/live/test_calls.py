@@ -37,7 +37,7 @@ SOURDOUGH = sample_raw("openai-sourdough")
 
 @pytest.fixture
 def upstream(settings, monkeypatch):
-    app = RecordedUpstream()
+    app = RecordedUpstream(verify_replay=True)
     with served(app) as server:
         settings.TURNSCOPE_UPSTREAM = {p: server.url for p in ("anthropic", "openai", "google")}
         settings.TURNSCOPE_RECORDED_UPSTREAM = ""
