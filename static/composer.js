@@ -72,7 +72,9 @@
       e.preventDefault();
       if (submitter && submitter === stop) {
         say("Stopping…");
-        post(form.dataset.stop, new FormData()).then(function (r) {
+        var body = new FormData();  // an empty multipart body is refused: carry the token
+        body.append("csrfmiddlewaretoken", csrf(form));
+        post(form.dataset.stop, body).then(function (r) {
           say(r.ok ? "Stopped: the turn keeps what streamed." : (r.data.detail || "Nothing to stop."), !r.ok);
         }).catch(function () { say("Could not reach Turnscope.", true); });
         return;
@@ -104,8 +106,16 @@
       }
     });
 
+    if (location.hash === "#composer" && !prompt.disabled) prompt.focus();
     refresh();
-    setInterval(refresh, 300);
+    // a turn that starts or ends streaming changes a section's data-status (or replaces it)
+    var turns = document.getElementById("conversation");
+    if (turns && window.MutationObserver) {
+      new MutationObserver(refresh).observe(turns, {
+        subtree: true, childList: true, attributes: true, attributeFilter: ["data-status"]
+      });
+    }
+    setInterval(refresh, 1000);
   }
 
   document.querySelectorAll("form[data-composer], form[data-rerun]").forEach(models);

@@ -139,8 +139,9 @@ def test_the_loop_guard_stops_and_says_so(upstream, owner, settings):
     assert "TURNSCOPE_MAX_CONTINUATIONS" in error["message"]
 
 
-def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner):
-    upstream.add(reply("anthropic", TIDES, pace=0.05))
+@pytest.mark.parametrize("answers", [[TIDES], [PAUSED, CONTINUED]], ids=["one", "paused"])
+def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner, answers):
+    upstream.add(*(reply("anthropic", a, pace=0.05) for a in answers))
 
     async def stop_when_text_streams(live):
         for _ in range(400):
@@ -157,7 +158,7 @@ def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner)
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     messages = [e for e in events(turn) if e.kind == "message"]
     assert messages and messages[-1].incomplete and messages[-1].text
-    full = "".join(p.text for p in providers.parse("anthropic", TIDES)
+    full = "".join(p.text for a in answers for p in providers.parse("anthropic", a)
                    if isinstance(p, parts.TextDelta))
     assert len("".join(m.text for m in messages)) < len(full)
     assert upstream.requests[0].disconnected  # the provider request was closed

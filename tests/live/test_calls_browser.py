@@ -77,7 +77,8 @@ def test_a_newcomer_sends_forks_reruns_and_compares(tmp_path):
             "() => { const t = document.querySelector('section.turn.agent .streaming-tail');"
             " return t && t.textContent.trim().length > 20; }")
         streaming = agent.get_attribute("data-status")
-        assert page.locator("[data-composer-send]").is_disabled()  # while it streams
+        page.wait_for_function(  # Send is off while it streams
+            "() => document.querySelector('[data-composer-send]').disabled")
         page.screenshot(path=str(tmp_path / "2-streaming.png"), full_page=True)
         page.wait_for_selector('section.turn.agent[data-index="1"][data-status="complete"]')
         page.wait_for_selector('section.turn.agent[data-index="1"] .sources li')
@@ -88,6 +89,22 @@ def test_a_newcomer_sends_forks_reruns_and_compares(tmp_path):
         assert agent.locator(".activity").count() > 0  # the search
         assert agent.locator(".recorded-chip").count() == 1
         page.screenshot(path=str(tmp_path / "3-answered.png"), full_page=True)
+
+        # a second turn, stopped mid-stream: it keeps what streamed
+        page.locator("textarea[name=prompt]").fill("And how does the waggle dance work?")
+        page.get_by_role("button", name="Send").click()
+        page.wait_for_function(
+            "() => { const t = document.querySelector("
+            "'section.turn.agent[data-index=\"3\"] .streaming-tail');"
+            " return t && t.textContent.trim().length > 10; }")
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_selector('section.turn.agent[data-index="3"][data-status="interrupted"]')
+        page.wait_for_function("() => !window.turnscopeLive.busy()")
+        stopped = page.locator('section.turn.agent[data-index="3"]')
+        assert "interrupted" in stopped.inner_text().lower()
+        assert stopped.locator(".message").count() >= 1  # what streamed is kept
+        assert not page.locator("[data-composer-send]").is_disabled()
+        page.screenshot(path=str(tmp_path / "3b-stopped.png"), full_page=True)
 
         # Fork here
         agent.get_by_role("link", name="Fork here").click()
