@@ -3,9 +3,10 @@
 
 * ``history_for(conversation, upto_turn_index=None) -> list[PriorTurn]``: the conversation's
   user and agent turns before ``upto_turn_index`` (all of them when None), in order, each with
-  its portable text, its hosted activity as short texts, and (agent turns) the native payloads
-  of its events in seq order, the hosted tool versions those payloads were read under, and its
-  response ids (``Turn.responses``).
+  its portable text, its hosted activity as short texts, the native payloads of its events in
+  seq order (a user turn's: the client tool results the recording proxy kept), and (agent
+  turns) the hosted tool versions those payloads were read under and its response ids
+  (``Turn.responses``).
 * ``request_for_next_turn(conversation, turn_request, upto=None) -> UpstreamRequest``: the
   request answering ``turn_request.prompt`` after those turns. With an empty prompt the history
   must end with the user's message (a re-run of the agent turn ``upto``: pass its index).
@@ -105,12 +106,13 @@ def _prior_turns(turns: list[Turn]) -> list[PriorTurn]:
 def _prior(turn: Turn, events: list[Event]) -> PriorTurn:
     texts = [e.text for e in events if e.kind == "message" and e.text]
     text = "\n\n".join(texts)
-    if turn.role == Turn.Role.USER:
-        return PriorTurn(role="user", text=text)
     payloads = tuple(
         StoredPayload(p.provider, p.format, p.version, p.value)
         for p in (e.payload for e in events) if p is not None
     )
+    if turn.role == Turn.Role.USER:
+        # A user turn's payloads are the client tool results the recording proxy kept.
+        return PriorTurn(role="user", text=text, payloads=payloads)
     response_ids = tuple(
         r["response_id"] for r in turn.responses_list
         if isinstance(r, dict) and isinstance(r.get("response_id"), str) and r["response_id"]

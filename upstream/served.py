@@ -52,9 +52,12 @@ class Served:
 def served_content(provider: str, body: bytes) -> Served | None:
     """The content of one served response body (None when it holds none: an error)."""
     try:
-        rows = [data for _, data, _ in read(body).rows if data is not DONE]
-    except MalformedInput:
-        return None
+        return _served(provider, [data for _, data, _ in read(body).rows if data is not DONE])
+    except (MalformedInput, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+        return None  # not a response this rebuild can read: nothing to check it against
+
+
+def _served(provider: str, rows: list[Any]) -> Served | None:
     if provider == "anthropic":
         blocks = _anthropic(rows)
         return Served(provider, tuple(blocks)) if blocks is not None else None
@@ -209,7 +212,8 @@ def _gemini_runs(parts: Iterable[dict[str, Any]]) -> list[Any]:
     text, the signatures in it); other parts as they are."""
     runs: list[Any] = []
     for part in parts:
-        if "text" in part and set(part) <= {"text", "thought", "thoughtSignature"}:
+        if isinstance(part.get("text"), str) and set(part) <= {"text", "thought",
+                                                                "thoughtSignature"}:
             thought = bool(part.get("thought"))
             signature = part.get("thoughtSignature")
             last = runs[-1] if runs else None
@@ -285,6 +289,13 @@ def _contains(haystack: list[bytes], needle: list[bytes]) -> bool:
 def refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
     """Why the request ``body`` must be refused: the first served response it sends back
     changed; None when it sends every one it refers to back unchanged."""
+    try:
+        return _refusal(provider, body, served)
+    except (TypeError, AttributeError, ValueError):
+        return "the request's messages are not in the provider's shape"
+
+
+def _refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
     messages = _sent_back(provider, body)
     if not messages:
         return None

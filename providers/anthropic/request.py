@@ -10,6 +10,9 @@
   citation rides inside its text block). A block this version kept only as pieces (an unknown
   block streamed with deltas, an unknown delta on a known block) cannot be sent back as it was
   received: ``ReplayError``. Text a cut stream left in no payload follows as a text block.
+* Client tool rounds the recording proxy saw: the ``tool_result`` blocks it kept (inside the
+  agent turn, or in the user turn after it) go back in user messages where they came, when
+  the agent turn they answer went back natively.
 * Any other agent turn -> an ``assistant`` text block with the portable text (hosted results
   as short bracketed lines). An agent turn with no text at all is left out.
 * Consecutive messages of one role are merged into one (the API would combine them anyway).
@@ -71,7 +74,9 @@ def build_continuation(
 
 
 def content_blocks(turn: PriorTurn) -> list[dict[str, Any]]:
-    """The agent turn's content blocks as received, from its stored payloads."""
+    """The agent turn's content blocks as received, from its stored payloads (with the client
+    ``tool_result`` blocks recorded inside it, in order: ``agent_messages`` puts those in the
+    user messages they came in)."""
     blocks: list[dict[str, Any]] = []
     for payload in turn.payloads:
         if payload.provider != PROVIDER or payload.format in _NOT_CONTENT:
@@ -139,19 +144,46 @@ def _text_message(role: str, text: str) -> dict[str, Any]:
 
 def _messages(history: Sequence[PriorTurn]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
+    native_before = False  # whether the agent turn before went back natively
     for prior in history:
         if prior.role == "user":
-            if prior.text:
-                messages.append(_text_message("user", prior.text))
+            results = _results(prior) if native_before else []
+            said = [{"type": "text", "text": prior.text}] if prior.text else []
+            if results or said:
+                messages.append({"role": "user", "content": [*results, *said]})
             continue
-        if prior.native_for(PROVIDER):
-            blocks = content_blocks(prior)
-            if blocks:
-                messages.append({"role": "assistant", "content": blocks})
+        native_before = prior.native_for(PROVIDER)
+        if native_before:
+            messages.extend(agent_messages(prior))
             continue
         text = portable_text(prior)
         if text:
             messages.append(_text_message("assistant", text))
+    return messages
+
+
+def _results(turn: PriorTurn) -> list[dict[str, Any]]:
+    """A user turn's client tool results as recorded (the proxy keeps each ``tool_result``
+    block of the request): they answer the tool calls of the agent turn before."""
+    found = []
+    for payload in turn.payloads:
+        if payload.provider == PROVIDER and payload.format == BLOCK:
+            value = payload.decoded()
+            if isinstance(value, dict) and value.get("type") == "tool_result":
+                found.append(value)
+    return found
+
+
+def agent_messages(turn: PriorTurn) -> list[dict[str, Any]]:
+    """An agent turn as messages: its content blocks as the assistant's, and the client tool
+    results recorded inside it (a tool round the proxy saw) as the user messages between."""
+    messages: list[dict[str, Any]] = []
+    for block in content_blocks(turn):
+        role = "user" if block.get("type") == "tool_result" else "assistant"
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
     return messages
 
 
@@ -173,9 +205,10 @@ def _request(
     if turn.prompt:
         messages.append(_text_message("user", turn.prompt))
     if paused is not None:
-        messages.append({"role": "assistant", "content": content_blocks(paused)})
+        messages.extend(agent_messages(paused))
     if not messages or messages[0]["role"] != "user":
-        raise ReplayError("an Anthropic request needs a user message first")
+        raise ReplayError("an Anthropic request needs a user message first: this conversation "
+                          "starts with an agent turn (no prompt was recorded before it)")
     max_tokens = turn.max_tokens or DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"model": turn.model, "max_tokens": max_tokens,
                             "messages": _merged(messages), "stream": True}

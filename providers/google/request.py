@@ -10,7 +10,11 @@
   Grounding metadata, the search entry point and errors are response metadata, not content.
   Text a cut stream left in no payload follows as a text part.
   A turn that came from the Interactions API holds steps, not parts: ``ReplayError``.
+* Client tool rounds the recording proxy saw: the ``functionResponse`` parts it kept (inside the
+  agent turn, or in the user turn after it) go back in user contents where they came, when
+  the agent turn they answer went back natively.
 * Any other agent turn -> a ``model`` content with the portable text.
+* Consecutive contents of one role are merged into one (turns alternate).
 
 Web search: ``{"googleSearch": {}}``. Thinking: ``generationConfig.thinkingConfig`` with the
 budget and ``includeThoughts``.
@@ -46,21 +50,24 @@ _NOT_CONTENT = (METADATA, ENTRY_POINT, ERROR)
 
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
     contents: list[dict[str, Any]] = []
+    native_before = False  # whether the agent turn before went back natively
     for prior in history:
         if prior.role == "user":
-            if prior.text:
-                contents.append(_user(prior.text))
-        elif prior.native_for(PROVIDER):
-            parts = model_parts(prior)
-            if parts:
-                contents.append({"role": "model", "parts": parts})
+            results = _responses(prior) if native_before else []
+            said = [{"text": prior.text}] if prior.text else []
+            if results or said:
+                contents.append({"role": "user", "parts": [*results, *said]})
+            continue
+        native_before = prior.native_for(PROVIDER)
+        if native_before:
+            contents.extend(model_contents(prior))
         elif text := portable_text(prior):
             contents.append({"role": "model", "parts": [{"text": text}]})
     if turn.prompt:
         contents.append(_user(turn.prompt))
     if not contents:
         raise ReplayError("a Gemini request needs a content")
-    body: dict[str, Any] = {"contents": contents}
+    body: dict[str, Any] = {"contents": _merged(contents)}
     config: dict[str, Any] = {}
     if turn.max_tokens:
         config["maxOutputTokens"] = turn.max_tokens
@@ -81,6 +88,18 @@ def build_continuation(
     raise ReplayError("Gemini responses do not pause: there is nothing to continue")
 
 
+def _merged(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive contents of one role as one (turns alternate between user and model)."""
+    merged: list[dict[str, Any]] = []
+    for content in contents:
+        if merged and merged[-1]["role"] == content["role"]:
+            merged[-1] = {"role": content["role"],
+                          "parts": [*merged[-1]["parts"], *content["parts"]]}
+        else:
+            merged.append(content)
+    return merged
+
+
 def _user(text: str) -> dict[str, Any]:
     return {"role": "user", "parts": [{"text": text}]}
 
@@ -93,6 +112,30 @@ def _api_version(history: Sequence[PriorTurn]) -> str:
             if payload.provider == PROVIDER and payload.version.startswith("v"):
                 return payload.version
     return DEFAULT_API_VERSION
+
+
+def _responses(turn: PriorTurn) -> list[dict[str, Any]]:
+    """A user turn's client function responses as recorded (the proxy keeps each part)."""
+    found = []
+    for payload in turn.payloads:
+        if payload.provider == PROVIDER and payload.format == PART:
+            value = payload.decoded()
+            if isinstance(value, dict) and "functionResponse" in value:
+                found.append(value)
+    return found
+
+
+def model_contents(turn: PriorTurn) -> list[dict[str, Any]]:
+    """An agent turn as contents: its parts as the model's, and the client function responses
+    recorded inside it (a tool round the proxy saw) as the user contents between."""
+    contents: list[dict[str, Any]] = []
+    for part in model_parts(turn):
+        role = "user" if "functionResponse" in part else "model"
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].append(part)
+        else:
+            contents.append({"role": role, "parts": [part]})
+    return contents
 
 
 def model_parts(turn: PriorTurn) -> list[dict[str, Any]]:

@@ -121,11 +121,17 @@ def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> Upstr
         body["previous_response_id"], start = previous
         history = history[start:]
     inputs: list[dict[str, Any]] = []
+    native_before = previous is not None  # what came before is kept upstream, natively
     for prior in history:
         if prior.role == "user":
+            if native_before:  # client tool outputs the proxy kept, answering that turn
+                inputs.extend(_decoded(p) for p in prior.payloads
+                              if p.provider == PROVIDER and p.format == items.ITEM)
             if prior.text:
                 inputs.append(_user_item(prior.text))
-        elif _served_by_responses(prior):
+            continue
+        native_before = _served_by_responses(prior)
+        if native_before:
             inputs.extend(output_items(prior))
         elif text := portable_text(prior):
             inputs.append({"role": "assistant", "content": text})
@@ -153,19 +159,30 @@ def _effort(budget: int) -> str:
     return "medium" if budget < 16384 else "high"
 
 
-def _chat_message(turn: PriorTurn) -> dict[str, Any]:
-    """The stored assistant message of a Chat Completions turn, as a request message."""
-    messages = [_decoded(p) for p in turn.payloads if p.format == chat.CHAT_MESSAGE]
-    message: dict[str, Any] = {"role": "assistant"}
-    contents = [m.get("content") for m in messages if isinstance(m.get("content"), str)]
-    if contents:
-        message["content"] = "".join(contents)
-    calls = [call for m in messages for call in m.get("tool_calls") or ()]
-    if calls:
-        message["tool_calls"] = calls
-    if "content" not in message and "tool_calls" not in message:
-        message["content"] = ""
-    return message
+def _chat_messages(turn: PriorTurn) -> list[dict[str, Any]]:
+    """A Chat Completions agent turn as request messages: its stored assistant messages (text
+    and tool calls; annotations are output only), and the ``tool`` messages the proxy kept
+    inside it (a tool round) between them."""
+    out: list[dict[str, Any]] = []
+    for payload in turn.payloads:
+        if payload.format != chat.CHAT_MESSAGE:
+            continue
+        message = _decoded(payload)
+        if message.get("role") == "tool":
+            out.append(message)
+            continue
+        if not out or out[-1]["role"] != "assistant":
+            out.append({"role": "assistant"})
+        last = out[-1]
+        if isinstance(message.get("content"), str) and message["content"]:
+            last["content"] = last.get("content", "") + message["content"]
+        if message.get("tool_calls"):
+            last["tool_calls"] = [*last.get("tool_calls", ()), *message["tool_calls"]]
+    for message in out:
+        if message["role"] == "assistant" and "content" not in message and (
+                "tool_calls" not in message):
+            message["content"] = ""
+    return out
 
 
 def _chat_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
@@ -175,7 +192,7 @@ def _chat_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
             if prior.text:
                 messages.append({"role": "user", "content": prior.text})
         elif _served_by_chat(prior):
-            messages.append(_chat_message(prior))
+            messages.extend(_chat_messages(prior))
         elif text := portable_text(prior):
             messages.append({"role": "assistant", "content": text})
     if turn.prompt:

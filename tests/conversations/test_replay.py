@@ -81,3 +81,25 @@ def test_a_paused_turn_is_continued_with_its_blocks():
     assert assistant["content"][-1]["type"] == "server_tool_use"  # the search left open
     with pytest.raises(ValueError, match="no agent turn"):
         request_for_continuation(conversation, TurnRequest("anthropic", "c"), 0)
+
+
+def test_a_user_turns_tool_results_come_back_after_the_call():
+    from conversations import store
+    from streams.bodies import ToolResultBody
+    from streams.builder import EventRecord
+    from streams.parts import Payload
+
+    conversation = _ingest("anthropic-tides.sse")
+    result = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "42"}
+    # As the recording proxy stores a user message holding a tool result and text.
+    store.record_turns([store.NewTurn("user", [
+        EventRecord("tool_call_response", body=ToolResultBody("toolu_9", "calc", "42"),
+                    payload=Payload("anthropic", "anthropic.content_block", "2023-06-01",
+                                    result)),
+        EventRecord("message", text="So?"),
+    ])], conversation)
+    *_, user = history_for(conversation)
+    assert user.text == "So?" and [p.format for p in user.payloads] == [
+        "anthropic.content_block"]
+    body = request_for_next_turn(conversation, TurnRequest("anthropic", "claude-x")).body
+    assert body["messages"][-1]["content"] == [result, {"type": "text", "text": "So?"}]

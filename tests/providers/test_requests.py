@@ -231,3 +231,61 @@ def test_the_answer_is_read_with_the_requests_context():
     assert context.endpoint == "http://upstream/v1/messages"
     google = build_request([USER], TurnRequest("google", "gemini-2.5-pro")).wire_context()
     assert google.api_version is None
+
+
+def _payload(provider: str, fmt: str, value: dict) -> StoredPayload:
+    return StoredPayload(provider, fmt, "v1", orjson.dumps(value).decode())
+
+
+def test_client_tool_rounds_go_back_where_they_came():
+    # As the recording proxy stores a tool round: the call, the host's result, the answer.
+    call = {"type": "tool_use", "id": "toolu_1", "name": "city", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Paris"}
+    answer = {"type": "text", "text": "Paris it is."}
+    agent = PriorTurn(role="agent", text="Paris it is.", provider="anthropic", model="c",
+                      payloads=tuple(_payload("anthropic", "anthropic.content_block", b)
+                                     for b in (call, result, answer)))
+    body = build_request([USER, agent], TurnRequest("anthropic", "c", "Thanks")).body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant",
+                                                     "user"]
+    assert body["messages"][1]["content"] == [call]
+    assert body["messages"][2]["content"] == [result]
+    # A result in the user turn after the call (the newest message answered it and asked on).
+    asked = PriorTurn(role="agent", provider="anthropic", model="c",
+                      payloads=(_payload("anthropic", "anthropic.content_block", call),))
+    replied = PriorTurn(role="user", text="And?", payloads=(
+        _payload("anthropic", "anthropic.content_block", result),))
+    body = build_request([USER, asked, replied], TurnRequest("anthropic", "c")).body
+    assert body["messages"][2] == {"role": "user", "content": [
+        result, {"type": "text", "text": "And?"}]}
+    # The call goes to another provider as text (here none: the turn said nothing), so its
+    # result cannot follow it; the user contents left in a row are one.
+    body = build_request([USER, asked, replied], TurnRequest("google", "g")).body
+    assert body["contents"] == [{"role": "user", "parts": [{"text": USER.text},
+                                                           {"text": "And?"}]}]
+
+    function_call = {"functionCall": {"name": "city", "args": {}, "id": "c1"},
+                     "thoughtSignature": "AY89"}
+    function_response = {"functionResponse": {"name": "city", "id": "c1",
+                                              "response": {"v": "Paris"}}}
+    gemini = PriorTurn(role="agent", provider="google", model="g", text="Paris.",
+                       payloads=(_payload("google", "google.part", function_call),
+                                 _payload("google", "google.part", function_response),
+                                 _payload("google", "google.candidate", {"content": {
+                                     "role": "model", "parts": [{"text": "Paris."}]}})))
+    contents = build_request([USER, gemini], TurnRequest("google", "g", "Thanks")).body[
+        "contents"]
+    assert contents[1:4] == [{"role": "model", "parts": [function_call]},
+                             {"role": "user", "parts": [function_response]},
+                             {"role": "model", "parts": [{"text": "Paris."}]}]
+
+    tool_message = {"role": "tool", "tool_call_id": "call_1", "content": "Paris"}
+    calls = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "city", "arguments": "{}"}}]}
+    chat = PriorTurn(role="agent", provider="openai", model="gpt-4o", text="Paris.",
+                     payloads=tuple(_payload("openai", "openai.chat.message", m) for m in (
+                         calls, tool_message, {"role": "assistant", "content": "Paris."})))
+    messages = build_request([USER, chat], TurnRequest("openai", "gpt-4o", "Thanks",
+                                                       api="chat")).body["messages"]
+    assert messages[1:4] == [{"role": "assistant", "tool_calls": calls["tool_calls"]},
+                             tool_message, {"role": "assistant", "content": "Paris."}]

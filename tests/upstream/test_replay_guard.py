@@ -196,3 +196,19 @@ def test_what_was_served_is_rebuilt_from_the_wire_not_the_adapters():
     assert served.blocks[-1]["input"]  # the streamed input JSON, read whole
     assert served_content("anthropic", orjson.dumps(
         {"type": "error", "error": {"type": "overloaded_error", "message": "x"}})) is None
+
+
+def test_what_cannot_be_read_is_not_checked_and_odd_requests_do_not_break_it():
+    from upstream.served import refusal
+
+    assert served_content("anthropic", b"event: content_block_delta\ndata: {}\n\n") is None
+    assert served_content("google", b'data: {"candidates": [{}]}\n\n') is None  # no finish
+    served = served_content("anthropic", (SAMPLES / "anthropic-tides.sse").read_bytes())
+    assert served is not None
+    search = next(b for b in served.blocks if b["type"] == "web_search_tool_result")
+    mangled = {**search, "content": "results"}
+    odd = {"messages": [{"role": "assistant", "content": [mangled, {"type": "text", "text": 3}]}]}
+    assert "changed" in (refusal("anthropic", odd, [served]) or "")
+    assert refusal("anthropic", {"messages": "no"}, [served]) is None  # nothing sent back
+    assert refusal("anthropic", {"messages": [{"role": "assistant", "content": [7]}]},
+                   [served]) is None
