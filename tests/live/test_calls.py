@@ -212,6 +212,17 @@ def test_a_provider_error_fails_the_turn_with_its_code_and_message(
     assert code in html and message in html
 
 
+def test_after_a_failed_turn_the_person_can_send_again(upstream, owner):
+    upstream.add(error_reply("anthropic", 429, "x", "slow down"), reply("anthropic", TIDES))
+    conversation = store.create_conversation(owner=owner)
+    assert run(conversation, ASK).turn.status == "failed"
+    again = run(conversation, ASK).turn
+    assert again.status == "complete" and again.index == 3
+    # the failed turn holds no answer: nothing empty goes back for it
+    messages = upstream.requests[1].json["messages"]
+    assert all(m["content"] for m in messages) and messages[-1]["role"] == "user"
+
+
 def test_an_unreachable_provider_fails_the_turn(upstream, owner, settings):
     settings.TURNSCOPE_UPSTREAM = {"anthropic": "http://127.0.0.1:9"}
     turn = run(store.create_conversation(owner=owner), ASK).turn
