@@ -11,11 +11,14 @@ the store and hands over ``PriorTurn`` values). The interface:
   recorded for it when there is one, the hosted ``tool_versions`` it used (family -> versioned
   tool type, e.g. ``web_search`` -> ``web_search_20250305``), its ``response_ids`` and
   ``end_reason``, and ``partial_text``: the text of a block the stream was cut in (an
-  interrupted turn), which no payload holds, sent after the native content as plain text.
+  interrupted turn), which no payload holds, sent after the native content as plain text. A
+  user turn's ``payloads`` are the client tool results the recording proxy kept with it; they
+  go back only after an agent turn that went back natively (they answer its calls).
 * ``TurnRequest`` — what the person asks for: ``provider``, ``model``, ``prompt``,
-  ``web_search`` on/off, ``max_tokens``, ``thinking`` (a token budget; None: off), ``api``
-  (OpenAI: "responses", the default, or "chat"), ``store`` (OpenAI: let the provider keep the
-  response, so a later turn can name it by ``previous_response_id``).
+  ``web_search`` on/off, ``max_tokens``, ``thinking`` (a token budget; None: not asked for,
+  the model's default), ``api`` (OpenAI: "responses", the default, or "chat"), ``store``
+  (OpenAI: let the provider keep the response, so a later turn can name it by
+  ``previous_response_id``).
 * ``UpstreamRequest`` — what to send: ``provider``, ``method``, ``path`` (appended to the
   configured base URL, ``upstream.client.url``), ``query``, ``headers`` (never the key: the
   caller adds it), ``body`` (a JSON object), ``stream``; ``wire_context(endpoint)`` is what

@@ -16,7 +16,9 @@ parser or request builder is caught rather than agreed with:
   citations, tool input JSON). A text block with no text and no citations is no content. A
   stream cut before ``message_stop`` gave the client no whole message: nothing is checked.
 * OpenAI Responses: each ``response.output_item.done`` item (a body: ``output``); the item the
-  final ``response.completed`` holds for the same id is accepted too.
+  final ``response.completed`` holds for the same id is accepted too. Chat Completions: the
+  assistant message (its content and tool calls; annotations are output only), the deltas put
+  together.
 * Gemini: the parts of every chunk's first candidate (a stream with no ``finishReason`` was
   cut: nothing is checked). Consecutive text parts of one kind (thought or not) are one run: a
   client may send them merged or as received, so runs are compared by their text and the
@@ -47,6 +49,7 @@ class Served:
     provider: str
     blocks: tuple[dict[str, Any], ...]
     variants: tuple[tuple[str, dict[str, Any]], ...] = ()
+    api: str = ""  # "chat" for Chat Completions (a Responses client never sends it back)
 
 
 def served_content(provider: str, body: bytes) -> Served | None:
@@ -62,6 +65,9 @@ def _served(provider: str, rows: list[Any]) -> Served | None:
         blocks = _anthropic(rows)
         return Served(provider, tuple(blocks)) if blocks is not None else None
     if provider == "openai":
+        if any(isinstance(r, dict) and str(r.get("object", "")).startswith("chat.completion")
+               for r in rows):
+            return _chat(rows)
         return _openai(rows)
     if provider == "google":
         finished = any(_finish_reason(row) for row in rows)
@@ -183,6 +189,36 @@ def _put(args: dict[str, Any], path: str, piece: dict[str, Any]) -> None:
                 target[last] = None if name == "nullValue" else piece[name]
 
 
+def _chat(rows: list[Any]) -> Served | None:
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        choices = row.get("choices") if isinstance(row, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(first, dict):
+            continue
+        message = first.get("message") or first.get("delta") or {}
+        if isinstance(message.get("content"), str):
+            content.append(message["content"])
+        for n, call in enumerate(message.get("tool_calls") or ()):
+            index = call.get("index", n)
+            known = calls.setdefault(index, {"type": "function", "function": {
+                "name": "", "arguments": ""}})
+            if call.get("id"):
+                known["id"] = call["id"]
+            function = call.get("function") or {}
+            known["function"]["name"] += function.get("name") or ""
+            known["function"]["arguments"] += function.get("arguments") or ""
+    message = {"role": "assistant"}
+    if "".join(content):
+        message["content"] = "".join(content)
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    if len(message) == 1:
+        return None
+    return Served("openai", (message,), api="chat")
+
+
 def _gemini_parts(row: Any) -> Iterator[dict[str, Any]]:
     if not isinstance(row, dict):
         return
@@ -247,6 +283,9 @@ def _keys(provider: str, block: dict[str, Any]) -> set[str]:
         inner = block.get(nested)
         if isinstance(inner, dict) and isinstance(inner.get("id"), str):
             keys.add(f"{nested}:{inner['id']}")
+    for call in block.get("tool_calls") or ():  # Chat Completions
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            keys.add(f"tool_call:{call['id']}")
     return keys
 
 
@@ -275,10 +314,17 @@ def _sent_back(provider: str, body: Any) -> list[list[dict[str, Any]]]:
         return [[p for p in c.get("parts") or () if isinstance(p, dict)]
                 for c in body.get("contents") or ()
                 if isinstance(c, dict) and c.get("role") == "model"]
+    if isinstance(body.get("messages"), list):  # Chat Completions: each assistant message
+        return [[{k: v for k, v in m.items() if k in ("role", "content", "tool_calls")}
+                 for m in body["messages"]
+                 if isinstance(m, dict) and m.get("role") == "assistant"]]
     items = body.get("input")
     if not isinstance(items, list):
         return []
     return [[i for i in items if isinstance(i, dict) and i.get("role") != "user"]]
+
+
+_QUOTED = 16  # characters of an assistant message found in a served text: that text, sent back
 
 
 def _contains(haystack: list[bytes], needle: list[bytes]) -> bool:
@@ -306,12 +352,16 @@ def _refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
             keys |= _keys(provider, block)
         texts.append("\n".join(_text(provider, b) for b in message))
     canonical = [_canonical(provider, message) for message in messages]
+    api = "chat" if provider == "openai" and isinstance(body.get("messages"), list) else ""
     for number, response in enumerate(served):
-        if response.provider != provider:
+        if response.provider != provider or response.api != api:
             continue
         mine = set().union(*(_keys(provider, b) for b in response.blocks))
         said = [t.strip() for t in (_text(provider, b) for b in response.blocks) if t.strip()]
-        if not (mine & keys or any(s in t for s in said for t in texts)):
+        # Sent back: one of its blocks by id, or its text in an assistant message, or an
+        # assistant message's text (cut or edited) inside it.
+        if not (mine & keys or any(s in t or (len(t.strip()) >= _QUOTED and t.strip() in s)
+                                   for s in said for t in texts)):
             continue
         expected = _canonical(provider, response.blocks)
         if any(_contains(c, expected) for c in canonical):

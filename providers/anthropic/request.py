@@ -22,8 +22,8 @@
 Hosted web search: ``web_search_<version>`` as the stored turns used it (the payload versions
 name it), else the newest the model takes. A continuation keeps the paused turn's hosted tools
 (its recorded request's, else each one its blocks name, at the version they name).
-Thinking: ``{"type": "enabled", "budget_tokens"}``, ``max_tokens`` raised above the budget
-when it is not.
+Thinking: ``{"type": "enabled", "budget_tokens"}`` (models from Claude 3.7 on), ``max_tokens``
+raised above the budget when it is not.
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ LEGACY_WEB_SEARCH = "web_search_20250305"
 _LEGACY_MODELS = ("claude-3", "claude-opus-4-0", "claude-opus-4-1", "claude-sonnet-4-0",
                   "claude-opus-4-2025", "claude-sonnet-4-2025", "claude-sonnet-4-5",
                   "claude-haiku-4-5", "claude-opus-4-5")
-_NOT_CONTENT = (CITATION, STOP, ERROR)  # payloads that are no content block of their own
+_NOT_CONTENT = (CITATION, STOP, ERROR)
+# Models before extended thinking (Claude 3.7 was the first to take it).
+_NO_THINKING = ("claude-3-5", "claude-3-opus", "claude-3-sonnet", "claude-3-haiku",
+                "claude-2", "claude-instant")  # payloads that are no content block of their own
 
 
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
@@ -212,7 +215,7 @@ def _request(
     max_tokens = turn.max_tokens or DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"model": turn.model, "max_tokens": max_tokens,
                             "messages": _merged(messages), "stream": True}
-    if turn.thinking:
+    if turn.thinking and not turn.model.startswith(_NO_THINKING):
         body["thinking"] = {"type": "enabled", "budget_tokens": turn.thinking}
         if max_tokens <= turn.thinking:
             body["max_tokens"] = turn.thinking + DEFAULT_MAX_TOKENS

@@ -17,11 +17,12 @@
 * Consecutive contents of one role are merged into one (turns alternate).
 
 Web search: ``{"googleSearch": {}}``. Thinking: ``generationConfig.thinkingConfig`` with the
-budget and ``includeThoughts``.
+budget and ``includeThoughts``, for the models that think (Gemini 2.5 and later).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ from providers.requests import (
 )
 
 _NOT_CONTENT = (METADATA, ENTRY_POINT, ERROR)
+_VERSION = re.compile(r"^gemini-(\d+)\.(\d+)")
 
 
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
@@ -71,7 +73,7 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
     config: dict[str, Any] = {}
     if turn.max_tokens:
         config["maxOutputTokens"] = turn.max_tokens
-    if turn.thinking:
+    if turn.thinking and thinks(turn.model):
         config["thinkingConfig"] = {"thinkingBudget": turn.thinking, "includeThoughts": True}
     if config:
         body["generationConfig"] = config
@@ -80,6 +82,12 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
     version = _api_version(history)
     path = f"/{version}/models/{turn.model}:streamGenerateContent"
     return UpstreamRequest(PROVIDER, path, body, query="alt=sse")
+
+
+def thinks(model: str) -> bool:
+    """Whether the Gemini model takes a thinking budget (2.5 and later)."""
+    match = _VERSION.match(model)
+    return match is not None and (int(match.group(1)), int(match.group(2))) >= (2, 5)
 
 
 def build_continuation(

@@ -15,8 +15,9 @@ Responses (``POST /v1/responses``):
   ``request`` says ``store`` is not false): then only what follows that response is sent.
 * Any other agent turn (another provider, a Chat Completions turn, no payloads) -> an
   ``assistant`` message with the portable text.
-* Reasoning models are asked for ``reasoning.encrypted_content`` when nothing is stored
-  upstream, so a later turn can send the reasoning back.
+* Reasoning models (o-series, gpt-5, codex) are asked for ``reasoning.encrypted_content``
+  when nothing is stored upstream, so a later turn can send the reasoning back; a thinking
+  budget becomes their ``reasoning.effort`` (other models take none: it is left out).
 
 Chat Completions (``POST /v1/chat/completions``): text messages; an agent turn served through
 Chat Completions goes back as its stored assistant message (content, tool calls; annotations
@@ -142,8 +143,9 @@ def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> Upstr
     body["input"] = inputs
     if turn.max_tokens:
         body["max_output_tokens"] = turn.max_tokens
-    reasoning = bool(turn.thinking) or bool(_REASONING_MODEL.match(turn.model))
-    if turn.thinking:
+    # Reasoning is asked of the models that reason (others refuse the parameter).
+    reasoning = bool(_REASONING_MODEL.match(turn.model))
+    if turn.thinking and reasoning:
         body["reasoning"] = {"effort": _effort(turn.thinking), "summary": "auto"}
     if reasoning and not turn.store:
         body["include"] = ["reasoning.encrypted_content"]
@@ -203,7 +205,7 @@ def _chat_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
                             "stream_options": {"include_usage": True}}
     if turn.max_tokens:
         body["max_completion_tokens"] = turn.max_tokens
-    if turn.thinking:
+    if turn.thinking and _REASONING_MODEL.match(turn.model):
         body["reasoning_effort"] = _effort(turn.thinking)
     if turn.web_search:
         body["web_search_options"] = {}

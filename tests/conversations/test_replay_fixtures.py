@@ -143,6 +143,16 @@ def _check(provider: str, name: str, conversation: Conversation, responses: list
     app.served.extend(served)
     response = _send(app, request)
     assert response.status_code == 200, response.text
+    served_by = conversation.turns.filter(role="agent").values_list("provider", flat=True)
+    if provider == "openai" and any(s.api == "chat" for s in served) and (
+            "openai" in served_by):
+        # A Chat Completions recording, continued through Chat Completions too (a turn an
+        # OpenAI-compatible gateway served, e.g. OpenRouter, is another provider's).
+        chat = request_for_next_turn(conversation, TurnRequest(
+            provider, "gpt-4o", "Go on, please.", web_search=True, api="chat"))
+        assert _sdk_errors(chat) == []
+        app.add(reply(provider, responses[0]))
+        assert _send(app, chat).status_code == 200
     # The same conversation, asked of every other provider: the portable projection.
     for other in PROVIDERS:
         if other != provider:

@@ -289,3 +289,20 @@ def test_client_tool_rounds_go_back_where_they_came():
                                                        api="chat")).body["messages"]
     assert messages[1:4] == [{"role": "assistant", "tool_calls": calls["tool_calls"]},
                              tool_message, {"role": "assistant", "content": "Paris."}]
+
+
+def test_thinking_only_where_the_model_takes_it():
+    ask = dict(prompt="Q", thinking=4096)
+    assert "thinking" in build_request([USER], TurnRequest("anthropic", "claude-sonnet-4-5",
+                                                           **ask)).body
+    assert "thinking" not in build_request([USER], TurnRequest(
+        "anthropic", "claude-3-5-sonnet-latest", **ask)).body
+    assert "reasoning" in build_request([USER], TurnRequest("openai", "o4-mini", **ask)).body
+    gpt4o = build_request([USER], TurnRequest("openai", "gpt-4o", **ask)).body
+    assert "reasoning" not in gpt4o and "include" not in gpt4o
+    assert "reasoning_effort" not in build_request([USER], TurnRequest(
+        "openai", "gpt-4o", api="chat", **ask)).body
+    assert "thinkingConfig" in build_request([USER], TurnRequest(
+        "google", "gemini-2.5-flash", **ask)).body["generationConfig"]
+    assert "generationConfig" not in build_request([USER], TurnRequest(
+        "google", "gemini-2.0-flash", **ask)).body

@@ -212,3 +212,32 @@ def test_what_cannot_be_read_is_not_checked_and_odd_requests_do_not_break_it():
     assert refusal("anthropic", {"messages": "no"}, [served]) is None  # nothing sent back
     assert refusal("anthropic", {"messages": [{"role": "assistant", "content": [7]}]},
                    [served]) is None
+
+
+def _chat_stream(*pieces: str) -> bytes:
+    """A Chat Completions stream as OpenAI sends one (synthetic: the recordings of this API
+    were all served by other providers through a compatible gateway)."""
+    chunks = [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+               "model": "gpt-4o-2024-08-06",
+               "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+              for piece in pieces]
+    chunks.append({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                   "model": "gpt-4o-2024-08-06",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+def test_chat_completions_messages_come_back_whole():
+    raw = _chat_stream("Tides follow ", "the Moon.")
+    app = RecordedUpstream([reply("openai", raw), reply("openai", raw)], verify_replay=True)
+    turn = TurnRequest("openai", "gpt-4o", "Why tides?", api="chat")
+    conversation = first_turn(app, turn, WireContext())
+    good = request_for_next_turn(conversation, TurnRequest("openai", "gpt-4o", "And?",
+                                                           api="chat"))
+    assert good.body["messages"][1] == {"role": "assistant", "content": "Tides follow the Moon."}
+
+    def cut(body: dict[str, Any]) -> None:
+        body["messages"][1]["content"] = "Tides follow the Moon"
+
+    assert "changed" in refused(send(app, mutated(good, cut)), "openai")
+    assert send(app, good).status_code == 200
