@@ -306,3 +306,14 @@ CapabilitiesSerializer = inline_serializer(
         ),
     },
 )
+
+
+class CreateConversationSerializer(serializers.Serializer):
+    title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+
+
+class TurnForkRequestSerializer(serializers.Serializer):
+    title = serializers.CharField(
+        required=False, allow_blank=True, max_length=300,
+        help_text="Title of the fork (default: the source's title).",
+    )

@@ -23,6 +23,8 @@ urlpatterns = [
     path("conversations/<uuid:id>/ingest", views.ConversationIngestView.as_view(),
          name="api-conversation-ingest-turn"),
     path("conversations/<uuid:id>/fork", views.ForkView.as_view(), name="api-conversation-fork"),
+    path("conversations/<uuid:id>/turns/<int:index>/fork", views.TurnForkView.as_view(),
+         name="api-turn-fork"),
     # The OpenAPI schema and its docs UI (Swagger UI from drf-spectacular-sidecar, no CDN; the
     # split view serves its init script as a separate file, so the strict CSP holds).
     path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),

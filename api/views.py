@@ -177,6 +177,25 @@ class ConversationListView(ApiView):
         s.attach_models(page)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
+    def get_throttles(self) -> list[Any]:
+        if self.request.method == "POST":
+            return [*super().get_throttles(), WriteRateThrottle()]
+        return super().get_throttles()
+
+    @extend_schema(
+        operation_id="conversations_create",
+        request=s.CreateConversationSerializer,
+        responses={201: s.ConversationSummarySerializer, **errors(400, 415, *READ_ERRORS)},
+        description="A new, empty conversation of yours (its first turn is then sent with "
+        "`POST .../turns`).",
+    )
+    def post(self, request: Request) -> Response:
+        data = s.CreateConversationSerializer(data=request.data or {})
+        data.is_valid(raise_exception=True)
+        title = redact_text(data.validated_data.get("title", "").strip())
+        conversation = store.create_conversation(title=title, owner=request.user)
+        return _created(conversation, _summary(conversation))
+
 
 class ConversationDetailView(ApiView):
     permission_classes = [CanSeeConversation]
@@ -518,6 +537,30 @@ class ConversationIngestView(_IngestBase):
     )
     def post(self, request: Request, id: Any) -> Response:
         return self.run_ingest(request, self.get_object())
+
+
+class TurnForkView(ApiView):
+    permission_classes = [CanSeeConversation]
+    throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    @extend_schema(
+        operation_id="conversations_turns_fork",
+        parameters=[CONVERSATION_ID, OpenApiParameter("index", int, OpenApiParameter.PATH,
+                                                      description="The last turn to keep.")],
+        request=s.TurnForkRequestSerializer,
+        responses={201: s.ConversationSummarySerializer,
+                   **errors(400, 413, 415, *OBJECT_ERRORS)},
+        description="Fork here: a new conversation of yours holding turns 0..index of this "
+        "one (what the page's \"Fork here\" does); the next turn is then sent to it.",
+    )
+    def post(self, request: Request, id: Any, index: int) -> Response:
+        source = self.get_object()
+        data = s.TurnForkRequestSerializer(data=request.data or {})
+        data.is_valid(raise_exception=True)
+        title = data.validated_data.get("title")
+        forked = fork(source, index, owner=request.user,
+                      title=redact_text(title) if title is not None else None)
+        return _created(forked, _summary(forked))
 
 
 class ForkView(ApiView):

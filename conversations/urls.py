@@ -7,6 +7,7 @@ from conversations import views
 urlpatterns = [
     path("", views.conversation_list, name="conversation-list"),
     path("upload/", views.upload, name="conversation-upload"),
+    path("new/", views.conversation_new, name="conversation-new"),
     path("delete/", views.conversation_bulk_delete, name="conversation-bulk-delete"),
     path("c/<uuid:conversation_id>/", views.conversation_detail, name="conversation-detail"),
     path("c/<uuid:conversation_id>/rename/", views.conversation_rename,
@@ -16,4 +17,6 @@ urlpatterns = [
          name="conversation-delete"),
     path("c/<uuid:conversation_id>/turns/<int:index>/", views.turn_fragment,
          name="turn-fragment"),
+    path("c/<uuid:conversation_id>/turns/<int:index>/compare/", views.turn_compare,
+         name="turn-compare"),
 ]

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from conversations import discard, reading, redaction, store, upload_limits, uploads
+from conversations import compare, discard, reading, redaction, store, upload_limits, uploads
 from conversations.models import Conversation
 
 log = logging.getLogger("turnscope.views")
@@ -76,11 +76,47 @@ def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpRespo
     response = render(request, "conversations/detail.html", {
         "conversation": conversation,
         "turns": views,
+        "rerun_of": _rerun_of(conversation),
         "last_seq": conversation.next_seq - 1,
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
     })
     return _allow_chip_styles(response, views)
+
+
+@login_required
+@require_POST
+def conversation_new(request: HttpRequest) -> HttpResponse:
+    """The list's "New conversation": an empty one, then its composer."""
+    title = request.POST.get("title", "").strip()[:300]
+    conversation = store.create_conversation(title=redaction.redact_text(title),
+                                             owner=request.user)
+    return redirect(reverse("conversation-detail", args=[conversation.pk]) + "#composer")
+
+
+@login_required
+@require_GET
+def turn_compare(request: HttpRequest, conversation_id: str, index: int) -> HttpResponse:
+    """An agent turn and its re-runs side by side, with the sources each cited or consulted."""
+    conversation = _visible(request, conversation_id)
+    if not conversation.turns.filter(index=index, role="agent").exists():
+        raise Http404("no such agent turn")
+    comparison = compare.compare(conversation, index, request.user)
+    views = [reading.turn_views(a.conversation, [a.turn])[0] for a in comparison.answers]
+    response = render(request, "conversations/compare.html", {
+        "conversation": conversation, "comparison": comparison,
+        "columns": list(zip(comparison.answers, views, strict=True)),
+        "both": len(comparison.answers) == 2,
+    })
+    return _allow_chip_styles(response, views)
+
+
+def _rerun_of(conversation: Conversation) -> int | None:
+    """The agent turn this conversation re-runs, when it is a re-run (for its Compare link)."""
+    if conversation.forked_from_id is None or conversation.forked_at_turn is None:
+        return None
+    index = conversation.forked_at_turn + 1
+    return index if conversation.turns.filter(index=index, role="agent").exists() else None
 
 
 @login_required

@@ -235,20 +235,29 @@ class TurnRunner:
 
     async def run(
         self,
-        responses: Sequence[Iterable[parts.Part] | AsyncIterable[parts.Part]],
+        responses: Iterable[Iterable[parts.Part] | AsyncIterable[parts.Part]],
         *,
         recording: tuple[str, list[sources.WireResponse]] | None = None,
         prompt: str | Sequence[EventRecord] = "",
         resume: Turn | None = None,
         before: Sequence[EventRecord] = (),
+        opened: list[tuple[Turn, list[Event]]] | None = None,
     ) -> Turn:
         """Stream ``responses`` as a new agent turn (after a user turn holding ``prompt``, when
         given), or as the continuation of the agent turn ``resume`` (``before``: events that
-        come ahead of its next response, e.g. the results of a tool round)."""
+        come ahead of its next response, e.g. the results of a tool round). ``opened``: the
+        turns were opened already (``open_turns``; a live call answers with the new turn's id
+        before it streams), the runner announces them and drives the last one.
+
+        ``responses`` is read one response at a time, after the one before it has been
+        streamed: an iterable that decides on the next response then (a ``pause_turn``
+        continuation) is fine."""
         loop = asyncio.get_running_loop()
         self._due = loop.time()
         if resume is not None:
             await self._resume(resume, before)
+        elif opened is not None:
+            await self._announce(opened)
         else:
             await self._start(prompt, recording)
         beat = asyncio.create_task(self._heartbeat())
@@ -283,7 +292,9 @@ class TurnRunner:
         prompt: str | Sequence[EventRecord],
         recording: tuple[str, list[sources.WireResponse]] | None,
     ) -> None:
-        opened = await _open_turns_db(self.conversation, prompt, recording)
+        await self._announce(await _open_turns_db(self.conversation, prompt, recording))
+
+    async def _announce(self, opened: list[tuple[Turn, list[Event]]]) -> None:
         self.turn = opened[-1][0]
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
         await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
@@ -303,6 +314,11 @@ class TurnRunner:
         if events:
             out.append(_events_message(turn, [_event_brief(e) for e in events]))
         await publish.publish_all(self.conversation.pk, out, self.layer)
+
+    async def settle(self) -> None:
+        """Store and publish what the stream completed so far now, not at the window's end
+        (e.g. before the next request is built from the stored turn)."""
+        await self._flush()
 
     async def _on_time(self, source: AsyncIterable[parts.Part]) -> AsyncIterator[parts.Part]:
         """The parts of a network source as they arrive; a flush that falls due while the next

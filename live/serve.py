@@ -10,20 +10,36 @@ from typing import Any
 log = logging.getLogger("turnscope.live")
 
 
-def asgi_application(*, static: bool = True) -> Any:
+def asgi_application(*, static: bool = True, mounts: dict[str, Any] | None = None) -> Any:
     """The project's ASGI app (``settings.ASGI_APPLICATION``, a protocol router); with
     ``static`` its HTTP side also serves the static files (from the app and STATICFILES_DIRS, no
-    collectstatic), as runserver would."""
+    collectstatic), as runserver would. ``mounts``: path prefix -> an ASGI app answering the
+    HTTP requests under it (the demo's recorded provider)."""
     from channels.routing import ProtocolTypeRouter, get_default_application
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     application = get_default_application()
-    if not static:
+    if not static and not mounts:
         return application
-    return ProtocolTypeRouter({
-        "http": ASGIStaticFilesHandler(application.application_mapping["http"]),
-        "websocket": application.application_mapping["websocket"],
-    })
+    http = application.application_mapping["http"]
+    if static:
+        http = ASGIStaticFilesHandler(http)
+    if mounts:
+        http = _mounted(http, mounts)
+    return ProtocolTypeRouter({"http": http,
+                               "websocket": application.application_mapping["websocket"]})
+
+
+def _mounted(fallback: Any, mounts: dict[str, Any]) -> Any:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        for prefix, mounted in mounts.items():
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                await mounted(scope, receive, send)
+                return
+        await fallback(scope, receive, send)
+
+    return app
 
 
 async def stop_live_tasks(timeout: float = 5.0) -> None:
@@ -43,6 +59,7 @@ def serve(
     *,
     on_ready: Callable[[], Coroutine[Any, Any, Any]] | None = None,
     static: bool = True,
+    mounts: dict[str, Any] | None = None,
     verbosity: int = 1,
 ) -> None:
     """Run daphne until interrupted; ``on_ready()`` is started as a task on its loop."""
@@ -62,7 +79,7 @@ def serve(
         )
 
     server = Server(
-        application=asgi_application(static=static),
+        application=asgi_application(static=static, mounts=mounts),
         endpoints=build_endpoint_description_strings(host=host, port=port),
         ready_callable=ready,
         verbosity=verbosity,

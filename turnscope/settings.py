@@ -88,6 +88,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "live.context_processors.live_calls",
             ],
         },
     },
@@ -215,6 +216,10 @@ SPECTACULAR_SETTINGS = {
 # Size limits for untrusted input.
 TURNSCOPE_MAX_UPLOAD_BYTES = int(os.environ.get("TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
+
+# Live calls to a provider without a key go to the built-in recorded provider here (the bundled
+# samples in the providers' wire formats; ``manage.py demo`` serves it at /recorded). "": none.
+TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
 
 # The providers' APIs the recording proxy forwards to (and live calls send to).
 TURNSCOPE_UPSTREAM = {

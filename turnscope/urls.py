@@ -6,7 +6,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/v1/", include("api.urls")),
+    path("api/v1/", include("turnscope.api_routes")),
     path("", include("conversations.urls")),
     path("", include("live.urls")),
 ]

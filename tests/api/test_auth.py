@@ -117,7 +117,7 @@ def test_every_api_view_declares_its_permissions():
             wrapped, "initkwargs", {}) or {}
         declared = "permission_classes" in initkwargs or any(
             "permission_classes" in vars(k) for k in view_class.__mro__
-            if k.__module__.startswith("api."))
+            if k.__module__.startswith(("api.", "live.", "turnscope.")))
         assert declared, f"{path} ({view_class.__name__}) does not declare permission_classes"
         classes = initkwargs.get("permission_classes") or view_class.permission_classes
         assert AllowAny not in classes, f"{path} allows anyone"

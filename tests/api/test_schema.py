@@ -65,6 +65,14 @@ def security_strings(count: int = CORPUS_STRINGS) -> list[str]:
     return [*sample, "\x00", "a\x00b", "💩" * 50, "‮evil", "%00", "../../etc/passwd"]
 
 
+@pytest.fixture(autouse=True)
+def _no_provider_keys(monkeypatch, settings):
+    """The fuzzer sends turns too: never with a real key to a real provider."""
+    for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    settings.TURNSCOPE_RECORDED_UPSTREAM = ""
+
+
 @pytest.fixture
 def wsgi_app():
     """The real WSGI app. Django's test client stops request signals from closing the test's
@@ -114,6 +122,9 @@ def test_schema_generates_without_warnings_and_covers_every_endpoint(capsys):
         "/api/v1/conversations/{id}/turns", "/api/v1/conversations/{id}/events",
         "/api/v1/conversations/{id}/export", "/api/v1/conversations/{id}/ingest",
         "/api/v1/conversations/{id}/fork",
+        "/api/v1/conversations/{id}/turns/{index}/fork",
+        "/api/v1/conversations/{id}/turns/{index}/rerun",
+        "/api/v1/conversations/{id}/turns/{index}/stop",
     }
     for path, item in schema["paths"].items():
         for method, operation in item.items():
@@ -158,7 +169,7 @@ def test_schemathesis_fuzz(api):
 
         run()
         ran.append(operation.label)
-    assert len(ran) == 12
+    assert len(ran) == 17
 
 
 def import_document_with(text: str) -> dict[str, Any]:
@@ -206,12 +217,17 @@ def test_schemathesis_security_corpus(api):
                          if p["in"] == "query" and p.get("schema", {}).get("type") == "string"]
         base_query = {"provider": "anthropic"} if "ingest" in operation.path else {}
         path_parameters = {"id": str(conversation.pk)} if "{id}" in operation.path else {}
+        if "{index}" in operation.path:
+            path_parameters["index"] = 1
         body: Any = schemathesis.core.NOT_SET
         media_type = None
         if operation.method.upper() == "POST" and "ingest" in operation.path:
             body, media_type = anthropic_stream_with("hello"), "application/x-ndjson"
         elif "fork" in operation.path:
             body, media_type = {"at_turn": 1}, "application/json"
+        elif operation.path.endswith(("/turns", "/rerun")) and operation.method == "post":
+            body, media_type = {"prompt": "hi", "provider": "anthropic",
+                                "model": "claude-sonnet-4-5"}, "application/json"
         elif "import" in operation.path:
             body, media_type = import_document_with("x"), "application/json"
         for param, text in zip(itertools.cycle(string_params or [None]), strings, strict=False):

@@ -3,6 +3,10 @@
 Migrates, loads the bundled samples (owned by a local user ``demo``, idempotent), sets a fresh
 password for that user and prints the login, then serves with daphne on 127.0.0.1:8000 and
 replays the samples live into a new conversation as soon as someone opens it.
+
+It also serves the built-in recorded provider (``live.recorded_provider``) at ``/recorded``:
+live calls to a provider whose key is not set go there, so a newcomer with no key can type a
+prompt, press Send and watch an answer with a search and citations stream in.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ import contextlib
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from conversations import store
-from live import bundled, demo_hooks, recovery, runner
+from live import bundled, calls, demo_hooks, recorded_provider, recovery, runner
 
 
 class Command(BaseCommand):
@@ -34,6 +39,9 @@ class Command(BaseCommand):
                             help="how many times to stream the samples")
         parser.add_argument("--no-serve", action="store_true",
                             help="prepare and print the login, but do not serve")
+        parser.add_argument("--no-recorded", action="store_true",
+                            help="do not serve the recorded provider (live calls then need "
+                            "a provider key)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -55,6 +63,13 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write("  The samples start streaming into that conversation as soon as it is "
                           "opened. Ctrl-C stops the server.")
+        mounts = {} if options["no_serve"] else self._recorded(options)
+        self.stdout.write("")
+        self.stdout.write(f"  talk      {base}/ → New conversation, type a prompt, Send")
+        for option in calls.provider_options():
+            state = ("recorded provider (the bundled samples)" if option.recorded
+                     else "live, with your key" if option.enabled else option.reason)
+            self.stdout.write(f"            {option.provider:<10} {state}")
         if options["no_serve"]:
             return
         from live import serve
@@ -72,7 +87,17 @@ class Command(BaseCommand):
                                                prompt=sample.prompt, speed=options["speed"])
                     await asyncio.sleep(2.0)
 
-        serve.serve(options["host"], options["port"], on_ready=stream)
+        serve.serve(options["host"], options["port"], on_ready=stream, mounts=mounts)
+
+    def _recorded(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The recorded provider, mounted in this server, for the providers without a key
+        (unless another one is configured, or ``--no-recorded``)."""
+        if options["no_recorded"] or settings.TURNSCOPE_RECORDED_UPSTREAM:
+            return {}
+        host = options["host"] if options["host"] not in ("0.0.0.0", "::") else "127.0.0.1"
+        settings.TURNSCOPE_RECORDED_UPSTREAM = (
+            f"http://{host}:{options['port']}{recorded_provider.PREFIX}")
+        return {recorded_provider.PREFIX: recorded_provider.app()}
 
     def _user(self) -> tuple[Any, str]:
         User = get_user_model()

@@ -1,0 +1,511 @@
+"""Live calls: Turnscope itself sends a conversation's next request to a provider and streams
+the answer in through the live path. The business actions behind the composer, the API and the
+turn buttons live here; views only check access and translate errors.
+
+* ``start_turn`` — the user turn and the streaming agent turn are stored at once (so the caller
+  can answer with the turn's id), then a task on the server's event loop sends the request
+  (built from the stored turns by ``conversations.replay``) through ``upstream.client`` and
+  feeds the response, parsed as its bytes arrive, to the one ``TurnRunner``.
+* ``pause_turn``: the paused turn is sent back (``request_for_continuation``) and the answer is
+  recorded as a continuation of the same agent turn; after ``TURNSCOPE_MAX_CONTINUATIONS`` the
+  loop guard stops and says so (the turn fails with ``continuation_limit``).
+* ``stop`` — cancels the streaming turn: it ends interrupted with what streamed (in this
+  process directly; in another one through a cache flag its task watches).
+* A provider error (an HTTP 4xx/5xx, an ``error`` event in the stream, no answer at all) ends
+  the turn failed with the provider's code and message.
+* ``fork_at`` and ``rerun`` — a fork up to a turn; a re-run is a fork up to the turn before an
+  agent turn, answered again live by the chosen provider and model.
+
+Keys come from the environment (``KEY_VARIABLES``) when a request is sent: never from the
+browser, never stored, never logged. A provider without a key is answered by the built-in
+*recorded* provider when one is configured (``TURNSCOPE_RECORDED_UPSTREAM``: the demo serves
+the bundled samples there), and is otherwise disabled with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+import providers
+from conversations import forking, redaction, replay, store
+from conversations.models import Conversation, Event, Turn
+from live import runner as live_runner
+from providers.requests import ReplayError, TurnRequest, UpstreamRequest
+from streams import parts
+from upstream import client, errors
+
+log = logging.getLogger("turnscope.live")
+
+PROVIDERS = ("anthropic", "openai", "google")
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                 "google": "GEMINI_API_KEY"}
+LABELS = {"anthropic": "Anthropic", "openai": "OpenAI", "google": "Google Gemini"}
+# Offered in the composer; any model name the provider accepts may be sent.
+MODELS = {
+    "anthropic": ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"),
+    "openai": ("gpt-5-mini", "gpt-5", "gpt-4.1"),
+    "google": ("gemini-2.5-flash", "gemini-2.5-pro"),
+}
+# The agent id of a turn the recorded provider answered (the page labels it "recorded").
+RECORDED_AGENT = "turnscope-recorded"
+MAX_PROMPT = 100_000
+DEFAULT_MAX_TOKENS = 4096
+STOP_POLL_SECONDS = 0.5
+MAX_ERROR_BODY = 64 * 1024
+
+
+class CallError(Exception):
+    """A live call that cannot be made; ``status`` is the HTTP status a view answers with."""
+
+    status = 400
+
+
+class Busy(CallError):
+    status = 409
+
+
+class NotFound(CallError):
+    status = 404
+
+
+# -- providers ---------------------------------------------------------------------------------
+
+
+def _key(provider: str) -> str:
+    return os.environ.get(KEY_VARIABLES[provider], "").strip()
+
+
+def recorded_base() -> str:
+    """Where the recorded provider answers ("" when there is none)."""
+    return str(getattr(settings, "TURNSCOPE_RECORDED_UPSTREAM", "") or "").rstrip("/")
+
+
+@dataclass(frozen=True)
+class ProviderOption:
+    """A provider as the composer offers it."""
+
+    provider: str
+    label: str
+    enabled: bool
+    recorded: bool  # answered by the recorded provider (no key is set)
+    reason: str  # why it is disabled, or what "recorded" means
+    models: tuple[str, ...]
+
+
+def provider_options() -> list[ProviderOption]:
+    out = []
+    for provider in PROVIDERS:
+        variable = KEY_VARIABLES[provider]
+        if _key(provider):
+            out.append(ProviderOption(provider, LABELS[provider], True, False, "",
+                                      MODELS[provider]))
+        elif recorded_base():
+            out.append(ProviderOption(
+                provider, f"{LABELS[provider]} (recorded)", True, True,
+                f"No {variable} is set: the recorded provider answers with the bundled "
+                f"samples, in {LABELS[provider]}'s wire format.", MODELS[provider]))
+        else:
+            out.append(ProviderOption(provider, LABELS[provider], False, False,
+                                      f"No {variable} in the server's environment.",
+                                      MODELS[provider]))
+    return out
+
+
+@dataclass(frozen=True)
+class Composer:
+    """What the composer (and the re-run form) offers, and what it selects first."""
+
+    options: list[ProviderOption]
+    provider: str  # "" when no provider is enabled
+    model: str
+
+    @property
+    def any_enabled(self) -> bool:
+        return any(o.enabled for o in self.options)
+
+    @property
+    def any_recorded(self) -> bool:
+        return any(o.recorded for o in self.options)
+
+
+def composer(exclude: str = "") -> Composer:
+    """The composer's choices; the first enabled provider (other than ``exclude``, e.g. the
+    provider of the turn to re-run, when another is enabled) is selected."""
+    options = provider_options()
+    enabled = [o for o in options if o.enabled]
+    chosen = next((o for o in enabled if o.provider != exclude), enabled[0] if enabled else None)
+    return Composer(options, chosen.provider if chosen else "",
+                    chosen.models[0] if chosen else "")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a provider's requests go, and how they authenticate (the key is read from the
+    environment here and only put in the request's headers)."""
+
+    provider: str
+    recorded: bool
+
+    def url(self, request: UpstreamRequest) -> str:
+        if self.recorded:
+            full = recorded_base() + "/" + request.path.lstrip("/")
+            return f"{full}?{request.query}" if request.query else full
+        return client.url(self.provider, request.path, request.query)
+
+    def headers(self, request: UpstreamRequest) -> list[tuple[bytes, bytes]]:
+        out = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+        key = "" if self.recorded else _key(self.provider)
+        if key:
+            name, value = {"anthropic": ("x-api-key", key),
+                           "openai": ("authorization", f"Bearer {key}"),
+                           "google": ("x-goog-api-key", key)}[self.provider]
+            out.append((name.encode(), value.encode("latin-1")))
+        return out
+
+
+def route(provider: str) -> Route:
+    """The route to ``provider``; ``CallError`` when it is unknown or disabled."""
+    option = next((o for o in provider_options() if o.provider == provider), None)
+    if option is None:
+        raise CallError(f"Unknown provider {provider!r} (one of {', '.join(PROVIDERS)}).")
+    if not option.enabled:
+        raise CallError(f"{option.label} is disabled: {option.reason}")
+    return Route(provider, option.recorded)
+
+
+# -- the turn as asked for ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a person asks for: the prompt ("" re-runs the turn after the stored user turn),
+    who answers it and whether it may search the web."""
+
+    provider: str
+    model: str
+    prompt: str = ""
+    web_search: bool = True
+
+    def turn_request(self, prompt: str | None = None) -> TurnRequest:
+        return TurnRequest(provider=self.provider, model=self.model,
+                           prompt=self.prompt if prompt is None else prompt,
+                           web_search=self.web_search, max_tokens=DEFAULT_MAX_TOKENS)
+
+
+def check_ask(ask: Ask) -> Route:
+    """Refuse what cannot be sent (``CallError``), before anything is stored."""
+    found = route(ask.provider)
+    model = ask.model.strip()
+    if not model or len(model) > 200 or any(c.isspace() or c in "/?#" for c in model):
+        raise CallError("A model name is required (no spaces, at most 200 characters).")
+    if len(ask.prompt) > MAX_PROMPT or "\x00" in ask.prompt:
+        raise CallError(f"A prompt is at most {MAX_PROMPT} characters.")
+    return found
+
+
+@dataclass
+class LiveTurn:
+    """A live turn that was started: the conversation, the streaming agent turn."""
+
+    conversation: Conversation
+    turn: Turn
+    recorded: bool
+
+
+# -- actions -----------------------------------------------------------------------------------
+
+
+def _open(conversation: Conversation, ask: Ask, recorded: bool
+          ) -> tuple[Conversation, list[tuple[Turn, list[Event]]], UpstreamRequest]:
+    """Under the conversation's row lock: refuse while a turn streams, build the request from
+    the stored turns, then store the user turn and open the agent turn (one transaction)."""
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        if locked.turns.filter(status=Turn.Status.STREAMING).exists():
+            raise Busy("A turn of this conversation is still streaming; stop it or wait.")
+        if not ask.prompt:
+            last = locked.turns.order_by("-index").first()
+            if last is None or last.role != Turn.Role.USER:
+                raise CallError("A prompt is required (the conversation does not end with one).")
+        try:
+            request = replay.request_for_next_turn(locked, ask.turn_request())
+        except (ReplayError, ValueError) as exc:
+            raise CallError(f"The request cannot be built from this conversation: {exc}"
+                            ) from None
+        specs = [store.user_turn(redaction.redact_text(ask.prompt))] if ask.prompt else []
+        specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING,
+                                   agent_id=RECORDED_AGENT if recorded else None))
+        opened = store.open_turns(locked, specs)
+    return locked, opened, request
+
+
+async def start_turn(conversation: Conversation, ask: Ask) -> LiveTurn:
+    """Store the prompt, open the agent turn and start streaming the provider's answer into
+    it (a task on the running loop, the server's). ``CallError``: nothing was stored."""
+    found = check_ask(ask)
+    locked, opened, request = await sync_to_async(_open)(conversation, ask, found.recorded)
+    turn = opened[-1][0]
+    call = _Call(locked, turn, ask, found, request)
+    _spawn(call.drive(opened), turn)
+    log.info("live call: %s %s into turn %s%s", ask.provider, ask.model, turn.pk,
+             " (recorded provider)" if found.recorded else "")
+    return LiveTurn(locked, turn, found.recorded)
+
+
+def fork_at(conversation: Conversation, index: int, owner: Any, title: str | None = None
+            ) -> Conversation:
+    """A new conversation of ``owner``'s holding the turns 0..``index``."""
+    try:
+        return forking.fork(conversation, index, owner=owner,
+                            title=redaction.redact_text(title) if title is not None else None)
+    except forking.ForkError as exc:
+        raise CallError(str(exc)) from None
+
+
+def _rerun_fork(conversation: Conversation, index: int, owner: Any, ask: Ask) -> Conversation:
+    turn = conversation.turns.filter(index=index).first()
+    if turn is None or turn.role != Turn.Role.AGENT:
+        raise NotFound(f"Turn {index} is not an agent turn of this conversation.")
+    before = conversation.turns.filter(index=index - 1).first() if index else None
+    if before is None or before.role != Turn.Role.USER:
+        raise CallError(f"Turn {index} answers no user turn: there is nothing to re-run.")
+    who = f"{ask.provider} · {ask.model}"
+    return fork_at(conversation, index - 1, owner,
+                   title=f"{conversation.title or 'Conversation'} — re-run with {who}"[:300])
+
+
+async def rerun(conversation: Conversation, index: int, owner: Any, ask: Ask) -> LiveTurn:
+    """Agent turn ``index`` answered again by ``ask``'s provider and model, as a new branch:
+    a fork up to the user turn before it, then a live turn there."""
+    check_ask(Ask(ask.provider, ask.model))
+    forked = await sync_to_async(_rerun_fork)(conversation, index, owner, ask)
+    return await start_turn(forked, Ask(ask.provider, ask.model, "", ask.web_search))
+
+
+def streaming_turn(conversation: Conversation) -> Turn | None:
+    return conversation.turns.filter(status=Turn.Status.STREAMING).order_by("-index").first()
+
+
+def stop_key(turn_id: Any) -> str:
+    return f"turnscope:live:stop:{turn_id}"
+
+
+async def stop(conversation: Conversation) -> Turn | None:
+    """Stop the conversation's streaming turn (None when none streams). It ends interrupted
+    with what streamed; ``wait`` for it when it runs in this process."""
+    turn = await sync_to_async(streaming_turn)(conversation)
+    if turn is None:
+        return None
+    task = _tasks.get(str(turn.pk))
+    if task is not None:
+        task.cancel()
+    else:  # its task runs in another process: it watches this flag
+        await sync_to_async(cache.set)(stop_key(turn.pk), True, 600)
+    return turn
+
+
+async def wait(turn: Turn | Any, timeout: float | None = None) -> None:
+    """Until the live turn's task (in this process) is over."""
+    task = _tasks.get(str(getattr(turn, "pk", turn)))
+    if task is not None:
+        await asyncio.wait([task], timeout=timeout)
+
+
+def running() -> list[str]:
+    """Ids of the live turns this process streams."""
+    return [t for t, task in _tasks.items() if not task.done()]
+
+
+# -- from a view's thread --------------------------------------------------------------------
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of the server this thread serves a request for (ASGI), if any."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    pid = getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None)
+    return loop if loop is not None and pid == os.getpid() and loop.is_running() else None
+
+
+def in_thread(action: Any, *args: Any) -> Any:
+    """Run an action (``start_turn``, ``rerun``, ``stop``) from a synchronous view. Under an
+    ASGI server the turn streams on as a task of the server's loop; without one (WSGI, a test
+    client) there is no loop to outlive the request, so the turn streams to its end first."""
+    if _server_loop() is not None:
+        return async_to_sync(action)(*args)
+
+    async def whole() -> Any:
+        result = await action(*args)
+        if isinstance(result, LiveTurn):
+            await wait(result.turn)
+        return result
+
+    return async_to_sync(whole)()
+
+
+# -- the task ----------------------------------------------------------------------------------
+
+_tasks: dict[str, asyncio.Task[Any]] = {}
+
+
+def _spawn(coro: Any, turn: Turn) -> None:
+    """A task in a context of its own: started from a view's thread (``async_to_sync``), a
+    copied context would route its database work to that request's thread, gone by then."""
+    task = contextvars.Context().run(live_runner.spawn, coro, f"call-{turn.pk}")
+    _tasks[str(turn.pk)] = task
+    task.add_done_callback(lambda _: _tasks.pop(str(turn.pk), None))
+
+
+def max_continuations() -> int:
+    return max(0, int(getattr(settings, "TURNSCOPE_MAX_CONTINUATIONS", 5)))
+
+
+class _Call:
+    """One live agent turn: its requests, in order, and the runner they stream into."""
+
+    def __init__(self, conversation: Conversation, turn: Turn, ask: Ask, route: Route,
+                 request: UpstreamRequest) -> None:
+        self.conversation = conversation
+        self.turn = turn
+        self.ask = ask
+        self.route = route
+        self.request = request
+        self.runner = live_runner.TurnRunner(conversation, speed=0)
+        self.continuations = 0
+
+    async def drive(self, opened: list[tuple[Turn, list[Event]]]) -> Turn:
+        me = asyncio.current_task()
+        watch = asyncio.ensure_future(self._watch_stop(me))
+        try:
+            return await self.runner.run(self._responses(), opened=opened)
+        except asyncio.CancelledError:
+            raise  # the runner recorded the interruption
+        except Exception as exc:
+            log.error("live call into turn %s failed (%s)", self.turn.pk, type(exc).__name__,
+                      exc_info=True)
+            await live_runner.record_failure(
+                self.turn, "live_call_failed",
+                f"Turnscope could not complete this call ({type(exc).__name__}).")
+            return self.turn
+        finally:
+            watch.cancel()
+            await sync_to_async(cache.delete)(stop_key(self.turn.pk))
+
+    async def _watch_stop(self, task: asyncio.Task[Any] | None) -> None:
+        """A stop asked for in another process (``stop``'s cache flag) cancels this task."""
+        key = stop_key(self.turn.pk)
+        while True:
+            await asyncio.sleep(STOP_POLL_SECONDS)
+            if await sync_to_async(cache.get, thread_sensitive=False)(key):
+                if task is not None:
+                    task.cancel()
+                return
+
+    def _responses(self) -> Iterator[AsyncIterator[parts.Part]]:
+        """The turn's responses, each decided on once the one before it has streamed."""
+        yield self._parts(self._first)
+        stream = self.runner.stream
+        while not stream.done and stream.outcome.end_reason == "pause_turn":
+            if self.continuations >= max_continuations():
+                yield _failure(
+                    "continuation_limit",
+                    f"Turnscope stopped after {self.continuations} continuation"
+                    f"{'s' if self.continuations != 1 else ''}: the provider paused the turn "
+                    "again (the limit is TURNSCOPE_MAX_CONTINUATIONS).")
+                return
+            self.continuations += 1
+            yield self._parts(self._continuation)
+
+    async def _first(self) -> UpstreamRequest:
+        return self.request
+
+    async def _continuation(self) -> UpstreamRequest:
+        await self.runner.settle()  # the paused response is stored before it is read back
+        return await sync_to_async(replay.request_for_continuation)(
+            self.conversation, self.ask.turn_request(""), self.turn.index)
+
+    async def _parts(self, make: Any) -> AsyncIterator[parts.Part]:
+        """One response: the request sent, the answer parsed while its bytes arrive."""
+        try:
+            request = await make()
+        except (ReplayError, ValueError) as exc:
+            async for part in _failure("replay_failed", f"The paused turn cannot be sent back "
+                                       f"as it was received: {exc}"):
+                yield part
+            return
+        provider = self.route.provider
+        target = self.route.url(request)
+        try:
+            response = await client.send(request.method, target,
+                                         headers=self.route.headers(request),
+                                         content=request.content())
+        except httpx.TimeoutException:
+            async for part in _failure("upstream_timeout",
+                                       "The provider did not answer in time."):
+                yield part
+            return
+        except httpx.HTTPError as exc:
+            async for part in _failure("upstream_unreachable", "Turnscope could not reach the "
+                                       f"provider ({type(exc).__name__})."):
+                yield part
+            return
+        try:
+            if response.status_code >= 300:
+                raw = await _read_some(response, MAX_ERROR_BODY)
+                code, message = errors.read(provider, response.status_code, raw)
+                yield parts.StreamError(code, f"HTTP {response.status_code}: {message}")
+                yield parts.ResponseEnd("error")
+                return
+            parser = providers.stream_parser(provider, request.wire_context(target))
+            async for data in _redacted_lines(response):
+                for part in parser.feed(data):
+                    yield part
+            for part in parser.close():
+                yield part
+        finally:
+            await asyncio.shield(response.aclose())
+
+
+async def _failure(code: str, message: str) -> AsyncIterator[parts.Part]:
+    yield parts.StreamError(code, message)
+    yield parts.ResponseEnd("error")
+
+
+async def _read_some(response: httpx.Response, limit: int) -> bytes:
+    raw = bytearray()
+    try:
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) >= limit:
+                break
+    except httpx.HTTPError:
+        pass  # what arrived is what the error says
+    return bytes(raw[:limit])
+
+
+async def _redacted_lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives, a whole line at a time, redacted (a credential never spans
+    lines). A connection that breaks off ends it: the parser sees a cut stream."""
+    pending = b""
+    try:
+        async for chunk in response.aiter_bytes():
+            data = pending + chunk
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            pending, data = data[cut:], data[:cut]
+            if data:
+                yield redaction.redact_bytes(data)
+    except httpx.HTTPError as exc:
+        log.warning("live call: the provider stopped mid-response (%s)", type(exc).__name__)
+    if pending:
+        yield redaction.redact_bytes(pending)

@@ -1,0 +1,123 @@
+/*
+ * The composer (and the re-run form): Send posts the prompt without leaving the page (the live
+ * view shows the turns as they stream), Stop stops the streaming turn, Ctrl/Cmd+Enter sends,
+ * choosing a provider offers its models. Send is disabled while a turn streams, Stop otherwise.
+ * Without script the forms post and the page reloads. Text from the server goes in with
+ * textContent only.
+ */
+(function () {
+  "use strict";
+
+  function csrf(form) {
+    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function models(form) {
+    var select = form.querySelector("[data-composer-provider]");
+    var model = form.querySelector("[data-composer-model]");
+    var list = document.getElementById("composer-models");
+    if (!select || !model) return;
+    select.addEventListener("change", function () {
+      var option = select.options[select.selectedIndex];
+      var names = (option && option.dataset.models || "").split(" ").filter(Boolean);
+      if (names.length) model.value = names[0];
+      if (list) {
+        list.textContent = "";
+        names.forEach(function (name) {
+          var o = document.createElement("option");
+          o.value = name;
+          list.appendChild(o);
+        });
+      }
+    });
+  }
+
+  function composer(form) {
+    var prompt = form.querySelector("[data-composer-prompt]");
+    var send = form.querySelector("[data-composer-send]");
+    var stop = form.querySelector("[data-composer-stop]");
+    var status = form.querySelector("[data-composer-status]");
+    var sending = false;
+    var usable = send && !send.disabled;
+
+    function say(text, bad) {
+      status.textContent = text || "";
+      status.classList.toggle("bad", !!bad);
+    }
+
+    function streaming() {
+      return !!document.querySelector('section.turn[data-status="streaming"]');
+    }
+
+    function refresh() {
+      var busy = streaming();
+      if (send) send.disabled = !usable || sending || busy;
+      if (stop) stop.disabled = !busy;
+    }
+
+    function post(url, body) {
+      return fetch(url, {
+        method: "POST", body: body, credentials: "same-origin",
+        headers: { "Accept": "application/json", "X-CSRFToken": csrf(form) }
+      }).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (data) {
+          return { ok: r.ok, status: r.status, data: data };
+        });
+      });
+    }
+
+    form.addEventListener("submit", function (e) {
+      var submitter = e.submitter;
+      e.preventDefault();
+      if (submitter && submitter === stop) {
+        say("Stopping…");
+        var body = new FormData();  // an empty multipart body is refused: carry the token
+        body.append("csrfmiddlewaretoken", csrf(form));
+        post(form.dataset.stop, body).then(function (r) {
+          say(r.ok ? "Stopped: the turn keeps what streamed." : (r.data.detail || "Nothing to stop."), !r.ok);
+        }).catch(function () { say("Could not reach Turnscope.", true); });
+        return;
+      }
+      if (!prompt.value.trim()) { say("Type a prompt first.", true); prompt.focus(); return; }
+      sending = true;
+      refresh();
+      say("Sending…");
+      post(form.action, new FormData(form)).then(function (r) {
+        sending = false;
+        if (r.ok) {
+          prompt.value = "";
+          say(r.data.recorded ? "Sent: the recorded provider answers (no key is set)." : "Sent: the answer streams in above.");
+        } else {
+          say(r.data.detail || ("Not sent (" + r.status + ")."), true);
+        }
+        refresh();
+      }).catch(function () {
+        sending = false;
+        refresh();
+        say("Could not reach Turnscope.", true);
+      });
+    });
+
+    prompt.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        if (send && !send.disabled) form.requestSubmit(send);
+      }
+    });
+
+    if (location.hash === "#composer" && !prompt.disabled) prompt.focus();
+    refresh();
+    // a turn that starts or ends streaming changes a section's data-status (or replaces it)
+    var turns = document.getElementById("conversation");
+    if (turns && window.MutationObserver) {
+      new MutationObserver(refresh).observe(turns, {
+        subtree: true, childList: true, attributes: true, attributeFilter: ["data-status"]
+      });
+    }
+    setInterval(refresh, 1000);
+  }
+
+  document.querySelectorAll("form[data-composer], form[data-rerun]").forEach(models);
+  document.querySelectorAll("form[data-composer]").forEach(composer);
+})();
