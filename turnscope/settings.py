@@ -43,6 +43,11 @@ ALLOWED_HOSTS = [
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+# The pages that may open a websocket, exactly (scheme://host[:port]); unset means the origin
+# the websocket itself is opened on (its scheme and Host, an allowed host). See live.origins.
+TURNSCOPE_ALLOWED_ORIGINS = [
+    o.strip() for o in os.environ.get("TURNSCOPE_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
 
 INSTALLED_APPS = [
     "daphne",
