@@ -186,10 +186,30 @@ def _tail(turn: Turn) -> dict[str, Any] | None:
     return streaming.current_tail(str(turn.id))
 
 
+class InvalidFilter(ValueError):
+    """A search or filter text the database cannot run: the page and the API answer 400."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name, self.message = name, message
+        super().__init__(f"{name}: {message}")
+
+
+def check_filter_text(name: str, value: str) -> str:
+    """``value`` if the database can compare it: PostgreSQL refuses a NUL character in any
+    text (an error, not a non-match), so one is refused before a query is built."""
+    if "\x00" in value:
+        raise InvalidFilter(name, "must not contain NUL characters")
+    return value
+
+
 def conversation_rows(
     user: Any, *, query: str = "", provider: str = "", model: str = "", domain: str = ""
 ) -> QuerySet[Conversation]:
-    """The conversation list: visible to ``user``, searched and filtered, with counts."""
+    """The conversation list: visible to ``user``, searched and filtered, with counts.
+    Raises ``InvalidFilter`` for a text the database cannot compare."""
+    for name, value in (("q", query), ("provider", provider), ("model", model),
+                        ("domain", domain)):
+        check_filter_text(name, value)
     qs = Conversation.objects.visible_to(user)
     if query:
         matching_events = Event.objects.filter(
