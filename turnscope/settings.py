@@ -70,6 +70,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "turnscope.security.PrivateCacheMiddleware",
+    "turnscope.security.ReportingEndpointsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -161,6 +163,29 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 SESSION_COOKIE_HTTPONLY = True
+
+
+def _proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    # "X-Forwarded-Proto,https" (or Django's form, "HTTP_X_FORWARDED_PROTO,https").
+    if not value.strip():
+        return None
+    name, sep, secure = value.partition(",")
+    if not sep or not name.strip() or not secure.strip():
+        raise ValueError("SECURE_PROXY_SSL_HEADER must look like X-Forwarded-Proto,https")
+    key = name.strip().upper().replace("-", "_")
+    return (key if key.startswith("HTTP_") else f"HTTP_{key}", secure.strip())
+
+
+# HTTPS deployments (all off by default: the demo serves plain HTTP on 127.0.0.1). Behind a
+# proxy that terminates TLS, SECURE_PROXY_SSL_HEADER says which header tells HTTPS requests
+# apart (the proxy must set it, and strip it from what clients send); README: Deployment.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ.get("SECURE_PROXY_SSL_HEADER", ""))
+SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT")
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0") or 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD")
+SESSION_COOKIE_SECURE = _env_flag("SESSION_COOKIE_SECURE")
+CSRF_COOKIE_SECURE = _env_flag("CSRF_COOKIE_SECURE")
 # Sessions live in the database alone: a Redis outage must not log everyone out or fail every
 # request (cached_db raises when its cache does), and a logout during one must not leave the
 # session valid in a cache that comes back. One primary-key read per request.
@@ -185,8 +210,13 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
         "base-uri": ["'none'"],
         "form-action": ["'self'"],
+        # Violations are reported to the app (turnscope.security.csp_report), where they are
+        # logged; report-to names the Reporting-Endpoints group, report-uri is for the rest.
+        "report-uri": ["/csp-report/"],
+        "report-to": "csp",
     }
 }
+TURNSCOPE_CSP_REPORTS_PER_MINUTE = int(os.environ.get("TURNSCOPE_CSP_REPORTS_PER_MINUTE", 60))
 
 REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
