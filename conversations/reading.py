@@ -7,7 +7,6 @@ does no markdown work.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
     clean_search_entry_point,
+    entry_point_style_sources,
     render_turn,
 )
 from streams.bodies import ActivityBody, ArtifactBody
@@ -71,27 +71,25 @@ class TurnView:
 
 
 def _style_hashes(data: dict[str, Any]) -> list[str]:
-    """CSP hashes of the sanitized style blocks of provider-required displays (Google's search
-    chip), which its sandboxed srcdoc iframe inherits the page's policy for."""
+    """CSP sources for the sanitized styles (style block and attributes) of provider-required
+    displays (Google's search chip), whose sandboxed srcdoc iframe inherits the page's
+    policy."""
     hashes = []
     for event in data["events"]:
         if event["kind"] != ArtifactBody.kind:
             continue
         display = ArtifactBody.from_body(event).display_html
         if display:
-            cleaned = clean_search_entry_point(display)
-            if cleaned.startswith("<style>"):
-                css = cleaned[len("<style>"):cleaned.index("</style>")]
-                digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
-                hashes.append(f"'sha256-{digest}'")
-    return hashes
+            hashes.extend(entry_point_style_sources(clean_search_entry_point(display)))
+    return list(dict.fromkeys(hashes))
 
 
 @functools.cache
 def _fragment_version() -> str:
     # An edited turn template never serves a stale fragment.
     template = get_template(FRAGMENT_TEMPLATE).template.source
-    return f"{_VERSION}:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
+    # ":styles2": the stored style hashes cover the chip's style attributes too (re-render).
+    return f"{_VERSION}:styles2:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
 
 
 def _fragment_key(turn: Turn) -> str:
