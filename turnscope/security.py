@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control
+from django.utils.deprecation import MiddlewareMixin
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -46,22 +46,19 @@ FIELDS = (  # what a report says, in both formats' spellings
 )
 
 
-class PrivateCacheMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+# MiddlewareMixin: sync and async alike. A sync-only middleware would run every async view
+# (the replay button, the live runner's spawns) under async_to_sync, on a loop that ends with
+# the request, taking the tasks it started with it.
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+
+class PrivateCacheMiddleware(MiddlewareMixin):
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         patch_cache_control(response, private=True)
         return response
 
 
-class ReportingEndpointsMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+class ReportingEndpointsMiddleware(MiddlewareMixin):
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if "Content-Security-Policy" in response:
             response.setdefault("Reporting-Endpoints", f'{REPORT_GROUP}="{REPORT_PATH}"')
         return response

@@ -118,3 +118,13 @@ def test_bad_reports_are_refused_without_a_log_line(client, caplog):
     assert client.post("/csp-report/", big,
                        content_type="application/csp-report").status_code == 413
     assert not [r for r in caplog.records if r.name == "turnscope.csp"]
+
+
+def test_every_middleware_runs_async_views_natively():
+    """One sync-only middleware puts every async view under async_to_sync, on a loop that ends
+    with the request: a live turn it spawned then dies mid-stream."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    for path in settings.MIDDLEWARE:
+        assert getattr(import_string(path), "async_capable", False), path
