@@ -9,9 +9,12 @@ import orjson
 from django.conf import settings
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
+
+from conversations.reading import InvalidFilter, check_filter_text
 
 # -- out ---------------------------------------------------------------------------------------
 
@@ -38,6 +41,17 @@ class JsonOnlyNegotiation(DefaultContentNegotiation):
 
 
 # -- in ----------------------------------------------------------------------------------------
+
+
+class ApiMetadata(SimpleMetadata):
+    """``OPTIONS``: describes a view's actions only when it has a serializer to describe them
+    with; the views that read raw bodies (import, ingest) or a small request of their own (fork)
+    answer with their name, media types and the allowed methods (DRF's default asserts)."""
+
+    def determine_actions(self, request: Any, view: Any) -> dict[str, Any]:
+        if getattr(view, "serializer_class", None) is None:
+            return {}
+        return super().determine_actions(request, view)  # type: ignore[no-any-return]
 
 
 class PayloadTooLarge(APIException):
@@ -139,8 +153,10 @@ class RawBodyParser(BaseParser):
 
 def text_param(request: Any, name: str, *, max_length: int = 500, default: str = "") -> str:
     value = request.query_params.get(name, default)
-    if "\x00" in value:
-        raise ValidationError({name: "must not contain NUL characters"})
+    try:
+        check_filter_text(name, value)
+    except InvalidFilter as exc:
+        raise ValidationError({name: exc.message}) from None
     if len(value) > max_length:
         raise ValidationError({name: f"must be at most {max_length} characters"})
     return value

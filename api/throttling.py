@@ -1,10 +1,47 @@
-"""Throttles beyond the project defaults (user and anonymous rates, see settings)."""
+"""Throttles: the project defaults (user and anonymous rates, see settings) and a lower rate
+for writes, all failing open when the cache that counts requests fails.
+
+A throttle is a guard against abuse, not a gate the site depends on: with Redis down, a request
+is let through (and the outage logged, at most every few seconds) rather than answered 500.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from typing import Any
 
-from rest_framework.throttling import UserRateThrottle
+from rest_framework import throttling
+
+log = logging.getLogger("turnscope.api")
+
+WARN_EVERY = 10.0  # seconds
+_last_warning = 0.0
+
+
+class FailOpen:
+    """Mixin for a ``SimpleRateThrottle``: a cache error allows the request."""
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)  # type: ignore[misc, no-any-return]
+        except Exception:
+            global _last_warning
+            now = time.monotonic()
+            if now - _last_warning >= WARN_EVERY:
+                _last_warning = now
+                log.warning("throttle %s: the cache is unavailable, letting requests through",
+                            type(self).__name__, exc_info=True)
+            return True
+
+
+class UserRateThrottle(FailOpen, throttling.UserRateThrottle):
+    pass
+
+
+class AnonRateThrottle(FailOpen, throttling.AnonRateThrottle):
+    pass
 
 
 class WriteRateThrottle(UserRateThrottle):

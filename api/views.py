@@ -27,6 +27,7 @@ from api import serializers as s
 from api.errors import Refusals
 from api.filters import FILTERS, filter_conversations
 from api.http import (
+    ApiMetadata,
     JsonOnlyNegotiation,
     LimitedMultiPartParser,
     OrjsonRenderer,
@@ -99,6 +100,7 @@ class ApiView(GenericAPIView):
 
     renderer_classes = [OrjsonRenderer]
     content_negotiation_class = JsonOnlyNegotiation
+    metadata_class = ApiMetadata
     parser_classes = [SmallJSONParser]
     lookup_url_kwarg = "id"
     refusals: Refusals | None = None
@@ -139,6 +141,7 @@ class CapabilitiesView(APIView):
     permission_classes = [IsAuthenticated]
     renderer_classes = [OrjsonRenderer]
     content_negotiation_class = JsonOnlyNegotiation
+    metadata_class = ApiMetadata
 
     @extend_schema(
         operation_id="capabilities",

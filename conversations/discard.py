@@ -25,7 +25,11 @@ def _key(conversation_id: Any) -> str:
 
 
 def mark(conversation_id: Any) -> None:
-    cache.set(_key(conversation_id), 1, KEEP_MARK_FOR)
+    try:
+        cache.set(_key(conversation_id), 1, KEEP_MARK_FOR)
+    except Exception:  # the cache is down: the replay is kept, which loses nothing
+        log.warning("discard when done: %s cannot be marked, it is kept", conversation_id,
+                    exc_info=True)
 
 
 def unmark(conversation_id: Any) -> None:
@@ -33,7 +37,12 @@ def unmark(conversation_id: Any) -> None:
 
 
 def marked(conversation_id: Any) -> bool:
-    return bool(cache.get(_key(conversation_id)))
+    """Whether it is marked; not, when the cache cannot say (so nothing is deleted on doubt)."""
+    try:
+        return bool(cache.get(_key(conversation_id)))
+    except Exception:
+        log.warning("discard when done: the cache is unavailable", exc_info=True)
+        return False
 
 
 def discard_if_marked(conversation: Conversation) -> bool:

@@ -334,3 +334,17 @@ class TurnFragment(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.turn_id} @ {self.key}"
+
+
+class StreamingTail(models.Model):
+    """A streaming turn's tail while the cache cannot hold it (Redis down): the fallback
+    ``conversations.streaming`` reads when the cache errs or misses. The runner writes it only
+    while the cache fails and removes it once the cache takes the tail again."""
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, primary_key=True,
+                                related_name="+")
+    tail = models.JSONField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"tail of turn {self.turn_id}"

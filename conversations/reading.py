@@ -7,7 +7,6 @@ does no markdown work.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
     clean_search_entry_point,
+    entry_point_style_sources,
     render_turn,
 )
 from streams.bodies import ActivityBody, ArtifactBody
@@ -71,27 +71,25 @@ class TurnView:
 
 
 def _style_hashes(data: dict[str, Any]) -> list[str]:
-    """CSP hashes of the sanitized style blocks of provider-required displays (Google's search
-    chip), which its sandboxed srcdoc iframe inherits the page's policy for."""
+    """CSP sources for the sanitized styles (style block and attributes) of provider-required
+    displays (Google's search chip), whose sandboxed srcdoc iframe inherits the page's
+    policy."""
     hashes = []
     for event in data["events"]:
         if event["kind"] != ArtifactBody.kind:
             continue
         display = ArtifactBody.from_body(event).display_html
         if display:
-            cleaned = clean_search_entry_point(display)
-            if cleaned.startswith("<style>"):
-                css = cleaned[len("<style>"):cleaned.index("</style>")]
-                digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
-                hashes.append(f"'sha256-{digest}'")
-    return hashes
+            hashes.extend(entry_point_style_sources(clean_search_entry_point(display)))
+    return list(dict.fromkeys(hashes))
 
 
 @functools.cache
 def _fragment_version() -> str:
     # An edited turn template never serves a stale fragment.
     template = get_template(FRAGMENT_TEMPLATE).template.source
-    return f"{_VERSION}:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
+    # ":styles2": the stored style hashes cover the chip's style attributes too (re-render).
+    return f"{_VERSION}:styles2:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
 
 
 def _fragment_key(turn: Turn) -> str:
@@ -186,10 +184,30 @@ def _tail(turn: Turn) -> dict[str, Any] | None:
     return streaming.current_tail(str(turn.id))
 
 
+class InvalidFilter(ValueError):
+    """A search or filter text the database cannot run: the page and the API answer 400."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name, self.message = name, message
+        super().__init__(f"{name}: {message}")
+
+
+def check_filter_text(name: str, value: str) -> str:
+    """``value`` if the database can compare it: PostgreSQL refuses a NUL character in any
+    text (an error, not a non-match), so one is refused before a query is built."""
+    if "\x00" in value:
+        raise InvalidFilter(name, "must not contain NUL characters")
+    return value
+
+
 def conversation_rows(
     user: Any, *, query: str = "", provider: str = "", model: str = "", domain: str = ""
 ) -> QuerySet[Conversation]:
-    """The conversation list: visible to ``user``, searched and filtered, with counts."""
+    """The conversation list: visible to ``user``, searched and filtered, with counts.
+    Raises ``InvalidFilter`` for a text the database cannot compare."""
+    for name, value in (("q", query), ("provider", provider), ("model", model),
+                        ("domain", domain)):
+        check_filter_text(name, value)
     qs = Conversation.objects.visible_to(user)
     if query:
         matching_events = Event.objects.filter(

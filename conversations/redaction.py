@@ -22,6 +22,8 @@ from typing import Any
 import orjson
 import re2
 
+from streams.errors import check_depth
+
 MARK = "[REDACTED]"
 
 _HEADER_NAMES = (
@@ -219,7 +221,8 @@ def redact_value(value: Any) -> Any:
         return value
     try:
         blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # not JSON-like: walk it
+    except TypeError:  # not JSON-like (or nested deeper than orjson encodes): walk it
+        check_depth(value)  # the walk recurses: refuse input that would exhaust it
         if isinstance(value, dict):
             out = {redact_value(k): redact_value(v) for k, v in value.items()}
         else:

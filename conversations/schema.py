@@ -10,6 +10,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
+from streams.errors import MAX_JSON_DEPTH, MalformedInput, check_depth
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "export.schema.json"
 
 
@@ -26,6 +28,10 @@ def _validator() -> Draft202012Validator:
 
 def validate_export(doc: Any) -> None:
     """Raise ``InvalidDocument`` naming the first problem (path and message)."""
+    try:
+        check_depth(doc, MAX_JSON_DEPTH)  # before the validator recurses into it
+    except MalformedInput as exc:
+        raise InvalidDocument(f"(document): {exc.message}") from None
     error = best_match(_validator().iter_errors(doc))
     if error is None:
         return

@@ -9,13 +9,24 @@ delta counter is still needed to place later deltas.
 
 It lives here, below ``live``, because the pages (``reading``) show a streaming turn's tail too:
 ``live`` writes it, everyone reads it, and ``conversations`` never imports ``live``.
+
+The cache is a fast path, not the truth: when it errs (Redis down or restarting) the readers
+read the tail the runner keeps in the database meanwhile (``StreamingTail``, written with
+``keep_tail_in_db`` until the cache takes a write again), and a reader never fails because the
+cache did (a miss is only ever a moment: the runner rewrites the whole tail at its next
+flush). A heartbeat that cannot be read counts as running: an outage must not make live turns
+look orphaned.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from django.core.cache import cache
+
+log = logging.getLogger("turnscope.live")
 
 TAIL_TTL = 6 * 3600  # seconds; a finished turn deletes its tail
 HEARTBEAT_TTL = 15  # seconds; the runner refreshes it every HEARTBEAT_EVERY
@@ -38,20 +49,43 @@ def current_tail(turn_id: Any) -> dict[str, Any] | None:
     ``text`` the block's text so far (raw markdown, untrusted: escape it), ``delta_seq`` the
     last delta folded into ``text``, ``block_seq`` the delta_seq that opened this block.
     """
-    value = cache.get(tail_key(turn_id))
-    return value if isinstance(value, dict) else None
+    return current_tails([turn_id]).get(str(turn_id))
 
 
 def current_tails(turn_ids: list[Any]) -> dict[str, dict[str, Any]]:
     if not turn_ids:
         return {}
     keys = {tail_key(t): str(t) for t in turn_ids}
-    found = cache.get_many(list(keys))
+    try:
+        found = cache.get_many(list(keys))
+    except Exception:  # the cache is down: the copy the runner keeps in the database meanwhile
+        cache_failed("read the streaming tails")
+        return _db_tails(list(keys.values()))
     return {keys[k]: v for k, v in found.items() if isinstance(v, dict)}
 
 
+def _db_tails(turn_ids: list[str]) -> dict[str, dict[str, Any]]:
+    from conversations.models import StreamingTail
+
+    rows = StreamingTail.objects.filter(turn_id__in=turn_ids).values_list("turn_id", "tail")
+    return {str(turn): tail for turn, tail in rows if isinstance(tail, dict)}
+
+
 def write_tail(turn_id: Any, tail: dict[str, Any]) -> None:
+    """To the cache; raises if the cache does (the runner then calls ``keep_tail_in_db``)."""
     cache.set(tail_key(turn_id), tail, TAIL_TTL)
+
+
+def keep_tail_in_db(turn_id: Any, tail: dict[str, Any]) -> None:
+    from conversations.models import StreamingTail
+
+    StreamingTail.objects.update_or_create(turn_id=turn_id, defaults={"tail": tail})
+
+
+def forget_db_tail(turn_id: Any) -> None:
+    from conversations.models import StreamingTail
+
+    StreamingTail.objects.filter(turn_id=turn_id).delete()
 
 
 def drop_tail(turn_id: Any) -> None:
@@ -63,8 +97,26 @@ def beat(turn_id: Any, info: dict[str, Any]) -> None:
 
 
 def is_running(turn_id: Any) -> bool:
-    return cache.get(heartbeat_key(turn_id)) is not None
+    try:
+        return cache.get(heartbeat_key(turn_id)) is not None
+    except Exception:
+        cache_failed("read a heartbeat")
+        return True  # unknown: never reap a turn because the cache is down
 
 
 def stop_beating(turn_id: Any) -> None:
     cache.delete(heartbeat_key(turn_id))
+
+
+_last_warning = 0.0
+WARN_EVERY = 10.0  # seconds: one line per outage-ish, not one per request
+
+
+def cache_failed(doing: str) -> None:
+    """Log that the cache failed (at most every ``WARN_EVERY`` seconds per process)."""
+    global _last_warning
+    now = time.monotonic()
+    if now - _last_warning >= WARN_EVERY:
+        _last_warning = now
+        log.warning("the cache is unavailable (could not %s): falling back to the database",
+                    doing, exc_info=True)

@@ -48,10 +48,13 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         key: request.GET.get(key, "").strip()[:200]
         for key in ("q", "provider", "model", "domain")
     }
-    rows = reading.conversation_rows(
-        request.user, query=filters["q"], provider=filters["provider"],
-        model=filters["model"], domain=filters["domain"],
-    )
+    try:
+        rows = reading.conversation_rows(
+            request.user, query=filters["q"], provider=filters["provider"],
+            model=filters["model"], domain=filters["domain"],
+        )
+    except reading.InvalidFilter as exc:
+        return HttpResponse(f"Bad search: {exc}.", status=400, content_type="text/plain")
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     chips = reading.provenance_chips([c.pk for c in page.object_list])
     for conversation in page.object_list:

@@ -1,7 +1,24 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class LiveConfig(AppConfig):
     name = "live"
     verbose_name = "Live turns"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        checks.register(_check_allowed_origins, checks.Tags.security)
+
+
+def _check_allowed_origins(app_configs, **kwargs):  # type: ignore[no-untyped-def]
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    from live.origins import check_origins
+
+    try:
+        check_origins(list(getattr(settings, "TURNSCOPE_ALLOWED_ORIGINS", [])))
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="live.E001")]
+    return []

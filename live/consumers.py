@@ -1,11 +1,15 @@
 """The websocket a conversation page subscribes to: ``/ws/conversations/<id>/``.
 
-Behind AuthMiddlewareStack and AllowedHostsOriginValidator (``turnscope.asgi``; the session comes
-from ``live.middleware.WebsocketSession``, so frames are not wrapped by it). Only the owner
-of the conversation (or staff) may subscribe; the connection is accepted and then closed with an
-application close code, so the browser knows not to retry: 4401 not logged in, 4403 not yours
-(or no such conversation). Browser messages are validated (``live.protocol``) and answered to
-that browser alone; nothing a browser sends reaches the channel layer.
+Behind AuthMiddlewareStack and ``live.origins.ExactOriginValidator`` (``turnscope.asgi``; the
+session comes from ``live.middleware.WebsocketSession``, so frames are not wrapped by it). Only
+the owner of the conversation (or staff) may subscribe; the connection is accepted and then
+closed with an application close code, so the browser knows not to retry: 4401 not logged in,
+4403 not yours (or no such conversation). Browser messages are validated (``live.protocol``)
+and answered to that browser alone; nothing a browser sends reaches the channel layer.
+
+Close codes are application codes (4000 + the HTTP status they mean): the protocol's own 1003,
+1008 and 1009 are not codes a server application may send (autobahn, under daphne, refuses them
+and the browser saw an abnormal 1006). ``static/live.js`` reads them.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ log = logging.getLogger("turnscope.live")
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-CLOSE_POLICY = 1008  # too many bad or too frequent messages
-CLOSE_TOO_BIG = 1009
-CLOSE_UNSUPPORTED = 1003
+CLOSE_BAD_MESSAGES = 4400  # too many malformed messages
+CLOSE_TOO_BIG = 4413
+CLOSE_UNSUPPORTED = 4415  # a binary frame
+CLOSE_TOO_FREQUENT = 4429  # over RATE_LIMIT messages in RATE_WINDOW: reconnect after a while
 
 MAX_BAD_MESSAGES = 5
 RATE_WINDOW = 10.0  # seconds
@@ -93,14 +98,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_TOO_BIG)
             return
         if not self._within_rate():
-            await self.close(code=CLOSE_POLICY)
+            await self.close(code=CLOSE_TOO_FREQUENT)
             return
         try:
             message = protocol.parse_client_message(text_data, bytes_data)
         except protocol.InvalidClientMessage as exc:
             self._bad += 1
             if self._bad >= MAX_BAD_MESSAGES:
-                await self.close(code=CLOSE_POLICY)
+                await self.close(code=CLOSE_BAD_MESSAGES)
                 return
             await self.send(text_data=protocol.dumps({"type": "error", "error": str(exc)}))
             return

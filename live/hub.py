@@ -19,6 +19,7 @@ from channels.layers import get_channel_layer
 log = logging.getLogger("turnscope.live")
 
 REFRESH_EVERY = 3600.0  # seconds
+RETRY_EVERY = 1.0  # seconds between tries to reach a layer that is down
 
 
 class Hub:
@@ -36,9 +37,19 @@ class Hub:
             self.members.setdefault(group, set()).add(consumer)
             if group not in self.readers:
                 channel = await self.layer.new_channel()
-                await self.layer.group_add(group, channel)
-                task = asyncio.ensure_future(self._read(group, channel))
+                joined = await self._subscribe(group, channel)
+                task = asyncio.ensure_future(self._read(group, channel, joined))
                 self.readers[group] = (channel, task)
+
+    async def _subscribe(self, group: str, channel: str) -> bool:
+        """Add ``channel`` to ``group``; False if the layer is down (the reader tries again:
+        a viewer connects, and resyncs from the store, whether Redis is up or not)."""
+        try:
+            await self.layer.group_add(group, channel)
+        except Exception:
+            log.warning("live hub: could not subscribe to %s (retrying)", group, exc_info=True)
+            return False
+        return True
 
     async def leave(self, group: str, consumer: Any) -> None:
         async with self._lock:
@@ -51,7 +62,10 @@ class Hub:
             del self.members[group]
             channel, task = self.readers.pop(group)
             task.cancel()
-            await self.layer.group_discard(group, channel)
+            try:
+                await self.layer.group_discard(group, channel)
+            except Exception:  # the layer is down: the membership expires there on its own
+                log.warning("live hub: could not leave %s", group, exc_info=True)
 
     async def _refresh(self) -> None:
         """Layers forget group members after ``group_expiry`` (a day by default); a page may
@@ -64,15 +78,20 @@ class Hub:
                 except Exception:
                     log.warning("live hub: could not renew %s", group, exc_info=True)
 
-    async def _read(self, group: str, channel: str) -> None:
+    async def _read(self, group: str, channel: str, joined: bool = True) -> None:
         while True:
+            if not joined:
+                await asyncio.sleep(RETRY_EVERY)
+                joined = await self._subscribe(group, channel)
+                continue
             try:
                 message = await self.layer.receive(channel)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a layer hiccup (e.g. Redis restarting): retry, viewers resync
                 log.warning("live hub: receive on %s failed", group, exc_info=True)
-                await asyncio.sleep(1)
+                # A restarted Redis has forgotten the group: join it again before reading on.
+                joined = False
                 continue
             for consumer in list(self.members.get(group, ())):
                 try:

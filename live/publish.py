@@ -1,8 +1,19 @@
-"""Publishing to a conversation's group: the fast path, which may drop (the DB is the truth)."""
+"""Publishing to a conversation's group: the fast path, which may drop (the DB is the truth).
+
+When the layer fails (Redis down or restarting), publishing backs off: the first publish after
+each backoff interval (doubling from ``BACKOFF_FIRST`` to ``BACKOFF_MAX`` seconds) tries again,
+the ones in between are dropped at once, so a turn streams on at full speed without waiting
+on a dead server. Viewers recover what was dropped as from any other loss: the next message they
+get shows a gap in its seqs, or their idle check asks for the state, and they resync from the
+store.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import weakref
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -11,6 +22,49 @@ from live import protocol
 
 log = logging.getLogger("turnscope.live")
 
+BACKOFF_FIRST = 0.25  # seconds
+BACKOFF_MAX = 2.0
+PUBLISH_TIMEOUT = 2.0  # a layer that hangs (not just refuses) must not stall the turn
+
+
+class _Outage:
+    """The layer's state as publishing sees it, per layer: up, or down until a next try."""
+
+    def __init__(self) -> None:
+        self.retry_at = 0.0
+        self.backoff = 0.0
+        self.dropped = 0
+
+    def may_try(self) -> bool:
+        if self.backoff and time.monotonic() < self.retry_at:
+            self.dropped += 1
+            return False
+        return True
+
+    def failed(self) -> None:
+        if not self.backoff:
+            log.warning("publishing failed: backing off (viewers resync from the store)",
+                        exc_info=True)
+        self.backoff = min(BACKOFF_MAX, self.backoff * 2 or BACKOFF_FIRST)
+        self.retry_at = time.monotonic() + self.backoff
+        self.dropped += 1
+
+    def succeeded(self) -> None:
+        if self.backoff:
+            log.warning("publishing again (%d messages dropped meanwhile)", self.dropped)
+        self.backoff, self.dropped = 0.0, 0
+
+
+# Per layer object (never by id(): a new layer may reuse a dead one's id, and its outage).
+_outages: weakref.WeakKeyDictionary[Any, _Outage] = weakref.WeakKeyDictionary()
+
+
+def _outage(layer: Any) -> _Outage:
+    outage = _outages.get(layer)
+    if outage is None:
+        outage = _outages[layer] = _Outage()
+    return outage
+
 
 async def publish(conversation_id: Any, message: dict[str, Any], layer: Any = None) -> None:
     layer = layer or get_channel_layer()
@@ -18,13 +72,19 @@ async def publish(conversation_id: Any, message: dict[str, Any], layer: Any = No
         return
     message.setdefault("conversation", str(conversation_id))
     message.setdefault("ts", protocol.now_ts())
+    outage = _outage(layer)
+    if not outage.may_try():
+        return
     try:
-        await layer.group_send(
-            protocol.group_name(conversation_id),
-            {"type": protocol.GROUP_MESSAGE_TYPE, "text": protocol.dumps(message)},
-        )
+        async with asyncio.timeout(PUBLISH_TIMEOUT):  # no task of its own, unlike wait_for
+            await layer.group_send(
+                protocol.group_name(conversation_id),
+                {"type": protocol.GROUP_MESSAGE_TYPE, "text": protocol.dumps(message)},
+            )
     except Exception:  # a broken layer must never break the turn: viewers resync from the DB
-        log.warning("publish to %s failed", conversation_id, exc_info=True)
+        outage.failed()
+    else:
+        outage.succeeded()
 
 
 async def publish_all(

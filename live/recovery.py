@@ -66,6 +66,10 @@ def _finish_orphan(turn: Turn) -> bool:
                 record = EventRecord("message", text=text, incomplete=True, attributions=cites)
             store.append_events(locked, [record])
         store.finish_turn(locked, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
-    streaming.drop_tail(turn.pk)
+    streaming.forget_db_tail(turn.pk)
+    try:
+        streaming.drop_tail(turn.pk)
+    except Exception:  # it expires; the turn is finished, so nobody reads it
+        streaming.cache_failed("drop a tail")
     log.warning("turn %s had no runner left: finished as interrupted", turn.pk)
     return True

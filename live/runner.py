@@ -62,13 +62,19 @@ def _db(fn: Any) -> Any:
 _off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 
-async def _cache(fn: Any, *args: Any) -> None:
+async def _cache(fn: Any, *args: Any) -> bool:
     """A cache write off the event loop, unless the cache is this process's memory (then an
-    inline call is cheaper than a thread hop)."""
-    if isinstance(caches["default"], LocMemCache):
-        fn(*args)
-    else:
-        await _off_loop(fn, *args)
+    inline call is cheaper than a thread hop). False if the cache failed: the turn goes on (the
+    database is the truth; the tail has its fallback there, see ``TurnRunner._write_tail``)."""
+    try:
+        if isinstance(caches["default"], LocMemCache):
+            fn(*args)
+        else:
+            await _off_loop(fn, *args)
+    except Exception:
+        streaming.cache_failed(getattr(fn, "__name__", "write"))
+        return False
+    return True
 
 
 def _open_turns(
@@ -230,6 +236,7 @@ class TurnRunner:
         self.flush_at: float | None = None
         self._due = 0.0
         self._provenance_done = False
+        self._tail_in_db = False  # the cache failed: the tail is (also) in the database
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -297,7 +304,7 @@ class TurnRunner:
     async def _announce(self, opened: list[tuple[Turn, list[Event]]]) -> None:
         self.turn = opened[-1][0]
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
-        await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+        await self._write_tail()
         await _cache(streaming.beat, self.turn.pk, self._beat_info())
         await publish.publish_all(self.conversation.pk,
                                   _opened_messages(opened, self.last_seq), self.layer)
@@ -308,7 +315,7 @@ class TurnRunner:
         self.stream.resume(stored[0], turn.responses_list)
         self._provenance_done = bool(turn.provider)  # recorded once, by the first response
         self.last_seq = events[-1].seq if events else await _db(_last_seq)(self.conversation)
-        await _cache(streaming.write_tail, turn.pk, self._tail_doc())
+        await self._write_tail()
         await _cache(streaming.beat, turn.pk, self._beat_info())
         out = [_turn_message(turn, self.last_seq - len(events))]
         if events:
@@ -404,6 +411,19 @@ class TurnRunner:
         self.tail_key, self.tail_kind = key, kind
         self.tail_text, self.tail_cites, self.block_seq = [], [], None
 
+    async def _write_tail(self) -> None:
+        """The tail where every process reads it: the cache, or while the cache fails, the
+        database (``StreamingTail``), until the cache takes a whole tail again."""
+        assert self.turn is not None
+        doc = self._tail_doc()
+        if await _cache(streaming.write_tail, self.turn.pk, doc):
+            if self._tail_in_db:
+                self._tail_in_db = False
+                await _db(streaming.forget_db_tail)(self.turn.pk)
+            return
+        self._tail_in_db = True
+        await _db(streaming.keep_tail_in_db)(self.turn.pk, doc)
+
     def _tail_doc(self) -> dict[str, Any]:
         return {
             "key": self.tail_key,
@@ -445,7 +465,7 @@ class TurnRunner:
         self.tail_text.append(text)
         self.tail_cites.extend(cites)
         # The cache first: a fragment or state read after this delta arrives includes it.
-        await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+        await self._write_tail()
         return {
             "type": "delta", "turn": str(self.turn.pk), "index": self.turn.index,
             "key": self.tail_key, "kind": self.tail_kind, "delta_seq": self.delta_seq,
@@ -462,7 +482,7 @@ class TurnRunner:
         if closes_tail and self.tail_key is not None:
             self.tail_key, self.tail_kind = None, ""
             self.tail_text, self.tail_cites, self.block_seq = [], [], None
-            await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
+            await self._write_tail()
             await self._store()
         if (self.pending_records or self.pending_events) and self.flush_at is None:
             self.flush_at = asyncio.get_running_loop().time() + self.coalesce
@@ -505,6 +525,9 @@ class TurnRunner:
         await self._store(finish={"status": status, "end_reason": end_reason,
                                   "responses": self.builder.responses})
         await _cache(streaming.drop_tail, self.turn.pk)
+        if self._tail_in_db:
+            self._tail_in_db = False
+            await _db(streaming.forget_db_tail)(self.turn.pk)
         await _cache(streaming.stop_beating, self.turn.pk)
         await self._publish_turn()
 

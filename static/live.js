@@ -37,7 +37,8 @@
     syncing: false,
     queued: [],           // messages received while a full resync runs
     stopped: false,
-    stats: { messages: 0, deltas: 0, gaps: 0, resyncs: 0, fragments: 0, reconnects: 0 }
+    stats: { messages: 0, deltas: 0, gaps: 0, resyncs: 0, fragments: 0, reconnects: 0,
+             refused: 0 }
   };
 
   // ---------------------------------------------------------------------------------- tail
@@ -337,6 +338,13 @@
 
   function setState(name) { main.dataset.live = name; }
 
+  // The server's close codes (live/consumers.py; 4000 + the HTTP status they mean).
+  var CLOSE_FINAL = { 4401: "unauthenticated", 4403: "forbidden" };   // do not retry
+  // What this page sent was refused (malformed, binary, too big, too frequent): the new
+  // connection starts clean, and the page resyncs from the store as on any reconnect.
+  var CLOSE_REFUSED = { 4400: true, 4413: true, 4415: true, 4429: true };
+  var RATE_WINDOW_MS = 10000;
+
   function connect() {
     if (live.stopped) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -354,14 +362,17 @@
     ws.onclose = function (e) {
       if (live.ws !== ws) return;
       live.ws = null;
-      if (e.code === 4401 || e.code === 4403) {
+      if (CLOSE_FINAL[e.code]) {
         live.stopped = true;
-        setState(e.code === 4401 ? "unauthenticated" : "forbidden");
+        setState(CLOSE_FINAL[e.code]);
         return;
       }
       setState("reconnecting");
       live.stats.reconnects++;
+      if (CLOSE_REFUSED[e.code]) live.stats.refused++;
       var delay = Math.min(5000, 250 * Math.pow(2, live.retries++)) * (0.75 + Math.random() / 2);
+      // Over the server's message rate: wait out its window before trying again.
+      if (e.code === 4429) delay = Math.max(delay, RATE_WINDOW_MS);
       setTimeout(connect, delay);
     };
   }

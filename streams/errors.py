@@ -21,3 +21,26 @@ class MalformedInput(ValueError):
         if self.line is not None:
             where = f"{where}, line {self.line}"
         return f"{where}: {self.message}"
+
+
+# How deeply a JSON value from outside may nest. Real provider payloads and exports stay far
+# below it; deeper ones would exhaust the recursion of the schema validator and of the
+# redaction walk (and orjson encodes at most 254 levels), so they are refused as input.
+MAX_JSON_DEPTH = 100
+
+
+def check_depth(value: object, limit: int = MAX_JSON_DEPTH, *, source: str = "") -> None:
+    """Raise ``MalformedInput`` if ``value`` (lists, tuples and dicts) nests deeper than
+    ``limit`` levels. Iterative: it must not recurse on the input it guards against."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] | tuple[object, ...] = list(item.values())
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise MalformedInput(f"nested more than {limit} levels deep", source=source)
+        stack.extend((child, depth + 1) for child in children)

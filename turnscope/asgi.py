@@ -12,10 +12,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from live import transport  # noqa: E402
 from live.middleware import WebsocketSession  # noqa: E402
+from live.origins import ExactOriginValidator  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
 from proxy.app import redact_access_log, routed  # noqa: E402
 
@@ -25,7 +25,7 @@ redact_access_log()  # the proxy's path tokens and ?key= never reach daphne's ac
 application = ProtocolTypeRouter(
     {
         "http": routed(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": ExactOriginValidator(
             WebsocketSession(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }

@@ -43,6 +43,11 @@ ALLOWED_HOSTS = [
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+# The pages that may open a websocket, exactly (scheme://host[:port]); unset means the origin
+# the websocket itself is opened on (its scheme and Host, an allowed host). See live.origins.
+TURNSCOPE_ALLOWED_ORIGINS = [
+    o.strip() for o in os.environ.get("TURNSCOPE_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
 
 INSTALLED_APPS = [
     "daphne",
@@ -65,6 +70,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "turnscope.security.PrivateCacheMiddleware",
+    "turnscope.security.ReportingEndpointsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,6 +141,8 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            # Redis down or hung: fail fast, and everything that uses the cache falls back.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
         }
     }
 else:
@@ -160,9 +169,33 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 SESSION_COOKIE_HTTPONLY = True
-# Every page load and websocket connect reads the session: from the cache (Redis when
-# configured), the database only on a miss.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+
+def _proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    # "X-Forwarded-Proto,https" (or Django's form, "HTTP_X_FORWARDED_PROTO,https").
+    if not value.strip():
+        return None
+    name, sep, secure = value.partition(",")
+    if not sep or not name.strip() or not secure.strip():
+        raise ValueError("SECURE_PROXY_SSL_HEADER must look like X-Forwarded-Proto,https")
+    key = name.strip().upper().replace("-", "_")
+    return (key if key.startswith("HTTP_") else f"HTTP_{key}", secure.strip())
+
+
+# HTTPS deployments (all off by default: the demo serves plain HTTP on 127.0.0.1). Behind a
+# proxy that terminates TLS, SECURE_PROXY_SSL_HEADER says which header tells HTTPS requests
+# apart (the proxy must set it, and strip it from what clients send); README: Deployment.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ.get("SECURE_PROXY_SSL_HEADER", ""))
+SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT")
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0") or 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD")
+SESSION_COOKIE_SECURE = _env_flag("SESSION_COOKIE_SECURE")
+CSRF_COOKIE_SECURE = _env_flag("CSRF_COOKIE_SECURE")
+# Sessions live in the database alone: a Redis outage must not log everyone out or fail every
+# request (cached_db raises when its cache does), and a logout during one must not leave the
+# session valid in a cache that comes back. One primary-key read per request.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -183,8 +216,13 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
         "base-uri": ["'none'"],
         "form-action": ["'self'"],
+        # Violations are reported to the app (turnscope.security.csp_report), where they are
+        # logged; report-to names the Reporting-Endpoints group, report-uri is for the rest.
+        "report-uri": ["/csp-report/"],
+        "report-to": "csp",
     }
 }
+TURNSCOPE_CSP_REPORTS_PER_MINUTE = int(os.environ.get("TURNSCOPE_CSP_REPORTS_PER_MINUTE", 60))
 
 REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
@@ -195,8 +233,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.AnonRateThrottle",
+        "api.throttling.UserRateThrottle",
+        "api.throttling.AnonRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": os.environ.get("API_USER_RATE", "600/min"),

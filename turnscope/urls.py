@@ -2,11 +2,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from turnscope import security
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("turnscope.api_routes")),
+    path("csp-report/", security.csp_report, name="csp-report"),
     path("", include("conversations.urls")),
     path("", include("live.urls")),
 ]

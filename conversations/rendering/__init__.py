@@ -18,6 +18,7 @@ Pure Python, no Django model access; run it in a worker thread from async code.
 from .entry_point import (
     SEARCH_ENTRY_POINT_SANDBOX,
     clean_search_entry_point,
+    entry_point_style_sources,
     search_entry_point_srcdoc,
 )
 from .exports import DocumentFormat, render_export
@@ -41,6 +42,7 @@ __all__ = [
     "cite_plugin",
     "clean_html",
     "clean_search_entry_point",
+    "entry_point_style_sources",
     "normalise_url",
     "number_sources",
     "render_event_html",

@@ -9,6 +9,8 @@ The Cleaner is not thread-safe (the parser keeps state), so each thread gets its
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import threading
 from functools import lru_cache
@@ -370,6 +372,42 @@ def _clean_entry_point_once(fragment: str) -> str:
     css = sanitize_stylesheet("\n".join(splitter.styles)) if splitter.styles else ""
     body = _cleaner().clean("".join(splitter.markup))
     return (f"<style>{css}</style>" if css else "") + body
+
+
+class _StyleAttributes(HTMLParser):
+    """The ``style=`` values of sanitized markup, decoded as a browser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.values: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.values.extend(v for k, v in attrs if k == "style" and v)
+
+    handle_startendtag = handle_starttag
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def entry_point_style_sources(cleaned: str) -> list[str]:
+    """The ``style-src`` sources that allow exactly the styles of ``cleaned`` (what
+    ``clean_search_entry_point`` returned): the hash of its ``<style>`` block, and for its
+    ``style=`` attributes ``'unsafe-hashes'`` with the hash of each value. A srcdoc iframe
+    inherits the page's policy, so the page must allow these and nothing else."""
+    sources = []
+    if cleaned.startswith("<style>"):
+        end = cleaned.index("</style>")
+        sources.append(_csp_hash(cleaned[len("<style>"):end]))
+        cleaned = cleaned[end + len("</style>"):]
+    parser = _StyleAttributes()
+    parser.feed(cleaned)
+    parser.close()
+    attributes = list(dict.fromkeys(_csp_hash(v) for v in parser.values))
+    if attributes:
+        sources += ["'unsafe-hashes'", *attributes]
+    return sources
 
 
 # The iframe's own policy: inline styles only, nothing fetched, no scripts.

@@ -171,3 +171,44 @@ def assert_converged(page: Any, server: Daphne, conversation: str, index_of: dic
         assert shown is not None, f"turn {turn_id} missing from the page"
         assert shown["tails"] == 0, "a finished turn still shows streaming text"
         assert norm(shown["text"]) == norm(fresh)
+
+
+class RedisServer:
+    """A redis-server of the test's own, on a free port, that the test stops and starts again
+    (an outage, then a restart that has forgotten everything: no persistence)."""
+
+    def __init__(self, log: Path) -> None:
+        import shutil
+
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        self.port = free_port()
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen(
+                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no"], stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(
+                    ("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()  # as a crash would: no goodbye to the clients
+            self.proc.wait(10)
+            self.proc = None

@@ -10,10 +10,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.live.e2e_settings")
 django.setup()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from live.consumers import LiveConsumer  # noqa: E402
+from live.origins import ExactOriginValidator  # noqa: E402
 from live.serve import asgi_application  # noqa: E402
 
 SLOW_MS = float(os.environ.get("LIVE_E2E_SLOW_MS", "0") or 0)
@@ -33,7 +33,7 @@ if SLOW_MS:
 
     application = ProtocolTypeRouter({
         "http": application.application_mapping["http"],
-        "websocket": AllowedHostsOriginValidator(WebsocketSession(AuthMiddlewareStack(URLRouter([
+        "websocket": ExactOriginValidator(WebsocketSession(AuthMiddlewareStack(URLRouter([
             path("ws/conversations/<uuid:conversation_id>/", SlowConsumer.as_asgi()),
         ])))),
     })

@@ -65,7 +65,8 @@ def test_anonymous_is_closed_4401(owner):
 
     async def go():
         communicator, connected, _ = await open_socket(
-            conversation, app=full_app(), headers=[(b"origin", b"http://127.0.0.1")])
+            conversation, app=full_app(),
+            headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
         assert connected
         assert await closed_with(communicator) == consumers.CLOSE_UNAUTHENTICATED
 
@@ -141,7 +142,7 @@ def test_malformed_messages_get_errors_then_the_socket_closes(owner):
             reply = await communicator.receive_json_from(timeout=2)
             assert reply["type"] == "error"
         await communicator.send_to(text_data='{"type": "sync", "after": "1"}')
-        assert await closed_with(communicator) == consumers.CLOSE_POLICY
+        assert await closed_with(communicator) == consumers.CLOSE_BAD_MESSAGES
 
     async_to_sync(go)()
 

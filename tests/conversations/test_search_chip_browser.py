@@ -1,0 +1,85 @@
+"""Google's search-suggestions chip renders with its own colours in Chromium: its sandboxed
+document may use exactly its sanitized styles (the ``<style>`` block and the ``style=``
+attributes, by hash) and nothing else, so no CSP violation blocks them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conversations.ingest import ResponseFile, ingest
+from tests.support import REPO, recorded
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO / "artifacts"
+RECORDING = "pydantic-ai__test_google_model_web_search_tool.yaml"
+# Google's chip markup uses a <style> block and, in places, style attributes of its own.
+CHIP = (
+    "<style>.container { background-color: #123456; padding: 8px; }"
+    " .chip { color: #fafafa; border: solid 1px; }</style>"
+    '<div class="container"><span class="headline" style="color: rgb(200, 10, 20);'
+    ' font-weight: 700">Search suggestions</span>'
+    '<a class="chip" style="background-color: rgb(10, 120, 30)"'
+    ' href="https://www.google.com/search?q=tides">tides</a></div>'
+)
+
+
+@pytest.fixture
+def browser():
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def chip_conversation(client, django_user_model):
+    [rec] = recorded("google", RECORDING)[:1]
+    body = orjson.loads(rec.raw)
+    body["candidates"][0]["groundingMetadata"]["searchEntryPoint"]["renderedContent"] = CHIP
+    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
+    conversation = ingest("google", [ResponseFile("chip.json", orjson.dumps(body),
+                                                  rec.context)], owner=user).conversation
+    client.force_login(user)
+    return conversation, client.cookies["sessionid"].value
+
+
+STYLES_JS = """() => {
+  const pick = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];
+  return {container: pick('.container', 'backgroundColor'), chip: pick('.chip', 'color'),
+          headline: pick('.headline', 'color'), weight: pick('.headline', 'fontWeight'),
+          chipBackground: pick('.chip', 'backgroundColor')};
+}"""
+
+
+def test_the_chip_renders_with_its_own_colours(live_server, chip_conversation, browser):
+    conversation, session = chip_conversation
+    context = browser.new_context(viewport={"width": 900, "height": 700})
+    host = live_server.url.split("//", 1)[1].split(":")[0]
+    context.add_cookies([{"name": "sessionid", "value": session, "domain": host, "path": "/"}])
+    page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text)
+            if "Content Security Policy" in m.text else None)
+    response = page.goto(f"{live_server.url}/c/{conversation.pk}/")
+    assert response.status == 200
+    page.wait_for_selector("iframe[srcdoc]")
+    page.wait_for_timeout(300)
+    [frame] = [f for f in page.frames if f != page.main_frame]
+    styles = frame.evaluate(STYLES_JS)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("iframe[srcdoc]").screenshot(path=str(ARTIFACTS / "search-chip.png"))
+    assert styles == {"container": "rgb(18, 52, 86)", "chip": "rgb(250, 250, 250)",
+                      "headline": "rgb(200, 10, 20)", "weight": "700",
+                      "chipBackground": "rgb(10, 120, 30)"}, styles
+    assert not violations, violations
