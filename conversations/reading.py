@@ -39,6 +39,8 @@ from streams.bodies import ActivityBody, ArtifactBody
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
+FRAGMENT_PARTIALS = ("conversations/_ledger.html", "conversations/_activity_labelled.html",
+                     "conversations/_activity_details.html")
 
 
 @dataclass
@@ -90,8 +92,11 @@ def _style_hashes(data: dict[str, Any]) -> list[str]:
 @functools.cache
 def _fragment_version() -> str:
     # An edited turn template never serves a stale fragment.
-    template = get_template(FRAGMENT_TEMPLATE).template.source
-    return f"{_VERSION}:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
+    # The partials it includes count too.
+    digest = hashlib.sha256()
+    for name in (FRAGMENT_TEMPLATE, *FRAGMENT_PARTIALS):
+        digest.update(get_template(name).template.source.encode())
+    return f"{_VERSION}:{digest.hexdigest()[:16]}"
 
 
 def _fragment_key(turn: Turn) -> str:
@@ -166,7 +171,8 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
 def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
     if not turns:
         return []
-    datas = [turn_dict(t, events) for t, events in turns_with_events(conversation, turns=turns)]
+    datas = [turn_dict(t, events, ledger=False)
+             for t, events in turns_with_events(conversation, turns=turns)]
     known = cached_html(datas)
     views = []
     for turn, data in zip(turns, datas, strict=True):
