@@ -238,3 +238,31 @@ def test_escape_and_an_outside_click_close_the_export_menu(world):
     assert menu.get_attribute("open") is not None
     page.locator("h1").click()
     assert menu.get_attribute("open") is None
+
+
+# -- the list ----------------------------------------------------------------------------------
+
+FILTERS_JS = """() => {
+  const input = document.querySelector('.filters input[name=q]');
+  const button = document.querySelector('.filters button[type=submit]');
+  const style = getComputedStyle(input);
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = style.font;
+  const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const b = button.getBoundingClientRect(), i = input.getBoundingClientRect();
+  return {placeholder: ctx.measureText(input.placeholder).width, room: room,
+          buttonLines: Math.round(b.height / parseFloat(getComputedStyle(button).lineHeight || 20)),
+          buttonHeight: b.height, inputHeight: i.height, sameRow: Math.abs(b.top - i.top) < 4};
+}"""
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+def test_the_search_placeholder_fits_and_the_filter_button_stays_whole(world, width):
+    page = page_for(world, width=width)
+    page.goto(f"{world['server'].url}/")
+    got = page.evaluate(FILTERS_JS)
+    assert got["placeholder"] <= got["room"], got
+    assert got["buttonHeight"] <= got["inputHeight"] + 4, got  # one line of text
+    if width == 1280:
+        assert got["sameRow"], got
+    page.screenshot(path=str(SHOTS / f"list-{width}.png"))
