@@ -266,7 +266,8 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="body")
     def body_view(self, obj: Event) -> str:
-        return format_html('<pre class="json-value">{}</pre>', pretty_json(obj.body))
+        return format_html('<pre class="json-value" tabindex="0">{}</pre>',
+                           pretty_json(obj.body))
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact", "turn__id__exact"} or super(
@@ -403,13 +404,13 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
             return format_html(
                 '<p>{} — larger than {}: the first {} characters as stored; '
                 '<a href="{}" download>download the whole value</a>.</p>'
-                '<pre class="json-value">{}</pre>',
+                '<pre class="json-value" tabindex="0">{}</pre>',
                 human_size(obj.size), human_size(INLINE_LIMIT), PREVIEW_CHARS, download,
                 pretty_json_prefix(head[:PREVIEW_CHARS]),
             )
         # Shown as text (escaped), never interpreted.
         return format_html('<p>{} · <a href="{}" download>download</a></p>'
-                           '<pre class="json-value">{}</pre>',
+                           '<pre class="json-value" tabindex="0">{}</pre>',
                            human_size(obj.size), download, pretty_json(head))
 
     def download_view(self, request: HttpRequest, object_id: Any) -> HttpResponse:

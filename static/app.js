@@ -60,7 +60,8 @@
     card.addEventListener("focusout", function (e) {
       if (!card.contains(e.relatedTarget) && e.relatedTarget !== cardMarker) hideSoon();
     });
-    document.body.appendChild(card);
+    // Inside the page's main landmark, like everything else a reader reads.
+    (document.querySelector("main") || document.body).appendChild(card);
     return card;
   }
 

@@ -126,7 +126,7 @@ def test_event_bodies_are_pretty_printed_and_read_only_rows_offer_no_history(cli
     event = Event.objects.get(conversation=conversation)
     page = client.get(reverse("admin:conversations_event_change", args=[event.pk]))
     text = page.content.decode()
-    assert '<pre class="json-value">' in text
+    assert '<pre class="json-value" tabindex="0">' in text
     assert "/history/" not in text
     payload = _payload({"a": 1})
     text = client.get(reverse("admin:conversations_providerpayload_change",
