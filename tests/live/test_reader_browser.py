@@ -266,3 +266,25 @@ def test_the_search_placeholder_fits_and_the_filter_button_stays_whole(world, wi
     if width == 1280:
         assert got["sameRow"], got
     page.screenshot(path=str(SHOTS / f"list-{width}.png"))
+
+
+# -- the ledger --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("scheme", "width"), [("light", 1024), ("dark", 1024), ("light", 360)])
+def test_the_research_ledger_opens_under_the_answer(world, scheme, width):
+    page = open_sample(world, "openai-sourdough", width=width, color_scheme=scheme)
+    ledger = page.locator("details.ledger")
+    assert ledger.get_attribute("open") is None  # collapsed until asked for
+    ledger.locator("summary").focus()
+    page.keyboard.press("Enter")
+    assert ledger.get_attribute("open") is not None
+    text = " ".join(ledger.inner_text().split())
+    assert "Searched, in order" in text and "Page opened" in text and "Cited" in text
+    assert "cited without being opened" in text
+    ledger.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"ledger-{scheme}-{width}.png"), full_page=True)
+    ref = ledger.locator(".ledger-ref").first
+    ref.click()
+    assert page.evaluate("() => document.activeElement.matches('.sources li') || "
+                         "location.hash.startsWith('#src-')")
