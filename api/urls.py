@@ -29,7 +29,8 @@ urlpatterns = [
     path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
          name="api-schema"),
     # The docs live at "docs"; "docs/" (an address people type) is not a 404.
-    path("docs/", RedirectView.as_view(pattern_name="api-docs", permanent=False)),
+    path("docs/", login_required(RedirectView.as_view(pattern_name="api-docs",
+                                                      permanent=False)), name="api-docs-slash"),
     path("docs", login_required(SpectacularSwaggerSplitView.as_view(
         url_name="api-schema", template_name="api/swagger_ui.html",
         permission_classes=[IsAuthenticated],
