@@ -136,10 +136,6 @@ def _source_key(source: object) -> str:
     return key or "untitled:" + clean_text(title, limit=MAX_TITLE_CHARS)
 
 
-def _named(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
 def seq_order(events: object) -> list[dict[str, Any]]:
     """Events sorted by ``seq`` (stable; events without an int seq keep their place last)."""
     if not isinstance(events, list):
@@ -198,8 +194,6 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
         url, title = _field(source, "url"), _field(source, "title")
         if not isinstance(source, dict):
             return
-        if cite and not _named(url) and not _named(title):
-            return  # a citation naming no source gets no number (the ledger counts it)
         norm = normalise_url(url)
         key = norm.key or "untitled:" + clean_text(title, limit=MAX_TITLE_CHARS)
         entry = seen.get(key)
@@ -226,6 +220,8 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
         kind = event.get("kind")
         if kind == "message":
             for attribution in citation_order(event):
+                if attribution.get("integrity") == "no_source":
+                    continue  # ingest found it names no source: no number (the ledger counts it)
                 note(attribution.get("source"), excerpt=attribution.get("excerpt"), cite=True)
         elif kind == "hosted_activity":
             for source in ActivityBody.from_body(event).sources or ():
