@@ -102,7 +102,64 @@ class AttributionSerializer(serializers.Serializer):
     excerpt = serializers.CharField(allow_blank=True)
     range = RangeSerializer(required=False, help_text="Code-point range; absent = whole event.")
     incomplete = serializers.BooleanField()
+    integrity = serializers.ChoiceField(
+        choices=["exact", "repaired", "dropped", "no_source"], required=False,
+        help_text="What ingest did with the provider's range: exact; repaired (found again by "
+        "the provider's segment text); dropped (not placed: cites the whole event); no_source "
+        "(the citation names no source). Absent when the provider gave no range.",
+    )
     replay = PayloadSerializer(required=False, help_text="Native projection only.")
+
+
+class LedgerSearchSerializer(serializers.Serializer):
+    activity_id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    queries = serializers.ListField(child=serializers.CharField())
+    state = serializers.ChoiceField(choices=["started", "completed", "failed"])
+    results = serializers.IntegerField(allow_null=True, help_text="Sources it returned.")
+    cited = serializers.ListField(child=serializers.IntegerField(min_value=1),
+                                  help_text="Cited sources it returned; empty: nothing cited.")
+
+
+class LedgerOpenSerializer(serializers.Serializer):
+    activity_id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    action = serializers.ChoiceField(choices=["fetch", "open_page", "find_in_page"])
+    url = serializers.CharField(allow_blank=True)
+    pattern = serializers.CharField(required=False)
+    state = serializers.ChoiceField(choices=["started", "completed", "failed"])
+    cited = serializers.IntegerField(allow_null=True, help_text="null: opened, never cited.")
+
+
+class LedgerCitedSerializer(serializers.Serializer):
+    number = serializers.IntegerField(min_value=1)
+    title = serializers.CharField(allow_blank=True)
+    url = serializers.CharField(allow_blank=True)
+    surfaced_by = serializers.ListField(child=serializers.IntegerField(min_value=1),
+                                        help_text="Positions of the searches that returned it.")
+    opened = serializers.BooleanField(help_text="false: cited without being opened.")
+    citations = serializers.IntegerField(min_value=0)
+    repaired = serializers.IntegerField(min_value=0)
+    dropped = serializers.IntegerField(min_value=0)
+
+
+class IntegritySerializer(serializers.Serializer):
+    exact = serializers.IntegerField(min_value=0)
+    repaired = serializers.IntegerField(min_value=0)
+    dropped = serializers.IntegerField(min_value=0)
+    no_source = serializers.IntegerField(min_value=0)
+    unchecked = serializers.IntegerField(min_value=0)
+    searches_without_results = serializers.ListField(child=serializers.IntegerField(min_value=1))
+
+
+class LedgerSerializer(serializers.Serializer):
+    """An agent turn's research ledger, derived from its events (``$defs/ledger`` of the
+    export schema)."""
+
+    searches = LedgerSearchSerializer(many=True)
+    opened = LedgerOpenSerializer(many=True)
+    cited = LedgerCitedSerializer(many=True)
+    integrity = IntegritySerializer()
 
 
 class ActivitySerializer(serializers.Serializer):
@@ -181,6 +238,7 @@ class TurnSerializer(serializers.Serializer):
     agent = AgentSerializer(required=False, help_text="Agent turns only.")
     responses = serializers.JSONField(required=False, help_text="Native projection only.")
     events = EventSerializer(many=True)
+    ledger = LedgerSerializer(required=False, help_text="Agent turns only.")
 
 
 class ConversationMetaSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 from django.contrib.auth.decorators import login_required
 from django.urls import path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
@@ -29,6 +30,9 @@ urlpatterns = [
     # split view serves its init script as a separate file, so the strict CSP holds).
     path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
          name="api-schema"),
+    # The docs live at "docs"; "docs/" (an address people type) is not a 404.
+    path("docs/", login_required(RedirectView.as_view(pattern_name="api-docs",
+                                                      permanent=False)), name="api-docs-slash"),
     path("docs", login_required(SpectacularSwaggerSplitView.as_view(
         url_name="api-schema", template_name="api/swagger_ui.html",
         permission_classes=[IsAuthenticated],

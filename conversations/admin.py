@@ -72,9 +72,56 @@ def decodes(provider: str, format: str, value_json: str) -> bool | None:
     return True
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """View only: the append-only log is never edited, added to or deleted from by hand."""
+def pretty_json_prefix(text: str, indent: int = 2) -> str:
+    """JSON text (possibly cut short, as a large payload's preview is) laid out one value per
+    line. Reads only the structure (brackets, commas, colons outside strings), so a truncated
+    prefix is laid out as far as it goes; the characters themselves are kept as stored."""
+    out: list[str] = []
+    depth = 0
+    in_string = escaped = False
+    pad = " " * indent
+    for ch in text:
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch in " \t\r\n":
+            continue
+        if ch == '"':
+            in_string = True
+            out.append(ch)
+        elif ch in "{[":
+            depth += 1
+            out.append(ch + "\n" + pad * depth)
+        elif ch in "}]":
+            depth = max(0, depth - 1)
+            out.append("\n" + pad * depth + ch)
+        elif ch == ",":
+            out.append(",\n" + pad * depth)
+        elif ch == ":":
+            out.append(": ")
+        else:
+            out.append(ch)
+    return "".join(out)
 
+
+def pretty_json(text: str) -> str:
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONDecodeError:
+        return pretty_json_prefix(text)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View only: the append-only log is never edited, added to or deleted from by hand (so
+    its pages offer no History: nothing is ever changed here)."""
+
+    change_form_template = "admin/conversations/readonly_change_form.html"
     show_full_result_count = False  # one COUNT per list page, not two
     show_facets = admin.ShowFacets.NEVER  # per-choice counts would scan the whole table
     list_per_page = 100
@@ -210,12 +257,17 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ("=conversation__id", "=activity_id", "=id")
     # The (conversation, seq) unique index serves this ordering directly.
     ordering = ("conversation_id", "seq")
-    fields = ("id", "conversation", "turn", "seq", "kind", "text", "incomplete", "body",
+    fields = ("id", "conversation", "turn", "seq", "kind", "text", "incomplete", "body_view",
               "activity_id", "payload_link", "created_at")
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("body")
+
+    @admin.display(description="body")
+    def body_view(self, obj: Event) -> str:
+        return format_html('<pre class="json-value" tabindex="0">{}</pre>',
+                           pretty_json(obj.body))
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact", "turn__id__exact"} or super(
@@ -325,7 +377,8 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
 
     @admin.display(description="id")
     def short_id(self, obj: ProviderPayload) -> str:
-        return str(obj.pk)[:8]
+        # Time-ordered (uuid7) ids share their head: the tail tells rows apart.
+        return "…" + str(obj.pk)[-12:]
 
     @admin.display(description="size", ordering="size")
     def size_text(self, obj: ProviderPayload) -> str:
@@ -350,16 +403,15 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
         if obj.size > INLINE_LIMIT:
             return format_html(
                 '<p>{} — larger than {}: the first {} characters as stored; '
-                '<a href="{}" download>download the whole value</a>.</p><pre>{}</pre>',
+                '<a href="{}" download>download the whole value</a>.</p>'
+                '<pre class="json-value" tabindex="0">{}</pre>',
                 human_size(obj.size), human_size(INLINE_LIMIT), PREVIEW_CHARS, download,
-                head[:PREVIEW_CHARS],
+                pretty_json_prefix(head[:PREVIEW_CHARS]),
             )
-        try:
-            text = orjson.dumps(orjson.loads(head), option=orjson.OPT_INDENT_2).decode()
-        except orjson.JSONDecodeError:
-            text = head  # shown as stored (escaped), never interpreted
-        return format_html('<p>{} · <a href="{}" download>download</a></p><pre>{}</pre>',
-                           human_size(obj.size), download, text)
+        # Shown as text (escaped), never interpreted.
+        return format_html('<p>{} · <a href="{}" download>download</a></p>'
+                           '<pre class="json-value" tabindex="0">{}</pre>',
+                           human_size(obj.size), download, pretty_json(head))
 
     def download_view(self, request: HttpRequest, object_id: Any) -> HttpResponse:
         """The stored JSON text as an attachment (staff only: admin_view checks)."""

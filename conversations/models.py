@@ -267,6 +267,11 @@ class Attribution(AppendOnlyModel):
         ProviderPayload, null=True, blank=True, on_delete=models.PROTECT,
         related_name="attributions",
     )
+    # What ingest did with the provider's range (``streams.builder.INTEGRITY``): "exact",
+    # "repaired" (found again by the provider's segment text), "dropped" (could not be placed:
+    # the whole event), "no_source" (the marker names no source); "" when there was nothing to
+    # check. The provider's own offsets stay in the native payload.
+    integrity = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["event", "ordinal"]

@@ -22,6 +22,7 @@ from conversations import provenance, store
 from conversations.models import Attribution, Conversation, Event, Turn
 from conversations.redaction import redact_document
 from conversations.rendering import DocumentFormat, render_export
+from conversations.rendering.ledger import build_ledger
 from conversations.schema import InvalidDocument, validate_export
 from streams.bodies import MessageBody, ReasoningBody, body_class
 from streams.builder import AttributionRecord, EventRecord, storable
@@ -68,14 +69,21 @@ def attribution_dict(a: Attribution, projection: Projection = "portable") -> dic
     if a.range_start is not None:
         out["range"] = {"start": a.range_start, "end": a.range_end}
     out["incomplete"] = a.incomplete
+    if a.integrity:
+        out["integrity"] = a.integrity
     if projection == "native" and a.replay_id:
         out["replay"] = a.replay.as_dict()
     return out
 
 
 def turn_dict(
-    turn: Turn, events: Iterable[Event], projection: Projection = "portable"
+    turn: Turn, events: Iterable[Event], projection: Projection = "portable", *,
+    ledger: bool = True,
 ) -> dict[str, Any]:
+    """One turn of the export contract. An agent turn carries its research ledger (derived from
+    its events, so export -> import -> export keeps it byte-identical; import ignores it);
+    ``ledger=False`` leaves it out for a caller that renders the turn (``render_turn`` builds
+    its own)."""
     out: dict[str, Any] = {
         "id": str(turn.id),
         "index": turn.index,
@@ -92,6 +100,8 @@ def turn_dict(
     if projection == "native":
         out["responses"] = orjson.loads(turn.responses)
     out["events"] = [event_dict(e, projection) for e in events]
+    if ledger and turn.role == Turn.Role.AGENT:
+        out["ledger"] = build_ledger(out).as_dict()
     return out
 
 
@@ -305,6 +315,6 @@ def _record(e: dict[str, Any], where: str) -> EventRecord:
             storable(a["source"].get("url", "")), storable(a["source"].get("title", "")),
             storable(a.get("excerpt", "")), span["start"] if span else None,
             span["end"] if span else None, bool(a.get("incomplete")),
-            _payload(a.get("replay"), f"{a_where}.replay"),
+            _payload(a.get("replay"), f"{a_where}.replay"), a.get("integrity", ""),
         ))
     return EventRecord(kind, text, incomplete, body, attributions, payload)

@@ -39,6 +39,8 @@ from streams.bodies import ActivityBody, ArtifactBody
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
+FRAGMENT_PARTIALS = ("conversations/_ledger.html", "conversations/_activity_labelled.html",
+                     "conversations/_activity_details.html")
 
 
 @dataclass
@@ -87,9 +89,12 @@ def _style_hashes(data: dict[str, Any]) -> list[str]:
 @functools.cache
 def _fragment_version() -> str:
     # An edited turn template never serves a stale fragment.
-    template = get_template(FRAGMENT_TEMPLATE).template.source
-    # ":styles2": the stored style hashes cover the chip's style attributes too (re-render).
-    return f"{_VERSION}:styles2:{hashlib.sha256(template.encode()).hexdigest()[:16]}"
+    # The partials it includes count too; ":styles2": the stored style hashes cover the chip's
+    # style attributes too (re-render).
+    digest = hashlib.sha256()
+    for name in (FRAGMENT_TEMPLATE, *FRAGMENT_PARTIALS):
+        digest.update(get_template(name).template.source.encode())
+    return f"{_VERSION}:styles2:{digest.hexdigest()[:16]}"
 
 
 def _fragment_key(turn: Turn) -> str:
@@ -164,7 +169,8 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
 def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
     if not turns:
         return []
-    datas = [turn_dict(t, events) for t, events in turns_with_events(conversation, turns=turns)]
+    datas = [turn_dict(t, events, ledger=False)
+             for t, events in turns_with_events(conversation, turns=turns)]
     known = cached_html(datas)
     views = []
     for turn, data in zip(turns, datas, strict=True):
@@ -258,12 +264,17 @@ def conversation_rows(
 
 def provenance_chips(conversation_ids: list[Any]) -> dict[Any, list[tuple[str, str]]]:
     chips: dict[Any, list[tuple[str, str]]] = {}
+    # One chip per (provider, model), in the order the turns used them. Not DISTINCT: with the
+    # model's ordering (conversation, index) in the SELECT it would keep one row per turn.
     rows = (
         Turn.objects.filter(conversation_id__in=conversation_ids, role=Turn.Role.AGENT)
-        .exclude(provider="").values_list("conversation_id", "provider", "model").distinct()
+        .exclude(provider="").order_by("conversation_id", "index")
+        .values_list("conversation_id", "provider", "model")
     )
     for conversation_id, provider, model in rows:
-        chips.setdefault(conversation_id, []).append((provider, model))
+        known = chips.setdefault(conversation_id, [])
+        if (provider, model) not in known:
+            known.append((provider, model))
     return chips
 
 

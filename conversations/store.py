@@ -40,7 +40,7 @@ from conversations.models import (
     url_domain,
 )
 from streams.bodies import ActivityBody, Body, body_json, load
-from streams.builder import EventRecord, storable
+from streams.builder import INTEGRITY, EventRecord, storable
 from streams.parts import Payload
 from streams.registries import EVENT_KINDS
 
@@ -261,7 +261,7 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
             Attribution.objects.filter(event_id__in=[event[0] for event in batch])
             .order_by("event_id", "ordinal")
             .values_list("event_id", "ordinal", "url", "title", "excerpt", "range_start",
-                         "range_end", "incomplete", "replay_id")
+                         "range_end", "incomplete", "replay_id", "integrity")
         ):
             cited.setdefault(row[0], []).append(row)
         rows = _Rows(tables, first.connection, conversation_id)
@@ -271,10 +271,11 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
             rows.event(new_id, turn_ids[turn_id], seq, kind, text, incomplete, load(kind, body),
                        body, None if payload_id is None else tables.uuid(payload_id),
                        rows.time(created))
-            for (_, ordinal, url, title, excerpt, start, end, cut, replay_id) in cited.get(
-                    event_id, ()):
+            for (_, ordinal, url, title, excerpt, start, end, cut, replay_id,
+                 integrity) in cited.get(event_id, ()):
                 rows.attribution(new_id, ordinal, url, title, excerpt, start, end, cut,
-                                 None if replay_id is None else tables.uuid(replay_id))
+                                 None if replay_id is None else tables.uuid(replay_id),
+                                 integrity)
         rows.write(cursor)
 
 
@@ -471,7 +472,7 @@ class _Rows:
                 replay = a.replay
                 self.attribution(
                     event_id, ordinal, a.url, a.title, a.excerpt, a.start, a.end, a.incomplete,
-                    None if replay is None else self._payload(replay, next(ids)),
+                    None if replay is None else self._payload(replay, next(ids)), a.integrity,
                 )
 
     def event(
@@ -491,13 +492,17 @@ class _Rows:
     def attribution(
         self, event_id: Any, ordinal: int, url: str, title: str, excerpt: str,
         start: int | None, end: int | None, incomplete: bool, replay_id: Any,
+        integrity: str = "",
     ) -> None:
         """One attribution row (every attribution written goes through here)."""
+        if integrity and integrity not in INTEGRITY:
+            raise ValueError(f"unknown attribution integrity {integrity!r}")
         domain = self.domains.get(url)
         if domain is None:
             domain = self.domains[url] = url_domain(url)
         self.attributions.append((
             event_id, ordinal, url, domain, title, excerpt, start, end, incomplete, replay_id,
+            integrity,
         ))
 
     def written(self, turn: Turn, using: str) -> list[Event]:
@@ -548,7 +553,7 @@ COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Event: ("id", "conversation_id", "turn_id", "seq", "kind", "text", "incomplete", "body",
             "activity_id", "activity_name", "payload_id", "created_at"),
     Attribution: ("event_id", "ordinal", "url", "domain", "title", "excerpt", "range_start",
-                  "range_end", "incomplete", "replay_id"),
+                  "range_end", "incomplete", "replay_id", "integrity"),
 }
 
 

@@ -1,10 +1,15 @@
 // Turnscope page behaviour: citation markers highlight their spans and show a source card;
-// activating a marker focuses its source. Delegated, so live-inserted turns work too.
-// Untrusted text only ever goes through textContent.
+// activating a marker focuses its source (a history entry, so Back returns to the marker); a
+// source links back to the text citing it; menus close on Escape and outside clicks.
+// Delegated, so live-inserted turns work too. Untrusted text only ever goes through textContent.
 (function () {
   "use strict";
 
   var card = null;
+  var cardMarker = null;   // the marker the card describes
+  var hideTimer = null;
+  var lastPointer = "mouse";
+  var HIDE_MS = 350;       // time to move the pointer from a marker onto its card
 
   function turnOf(el) { return el.closest(".turn"); }
 
@@ -23,10 +28,24 @@
   }
 
   function clearActive() {
+    clearTimeout(hideTimer);
     document.querySelectorAll(".cite.is-active, .sources li.is-active").forEach(function (el) {
       el.classList.remove("is-active");
     });
+    if (cardMarker) cardMarker.removeAttribute("aria-describedby");
+    cardMarker = null;
     if (card) card.hidden = true;
+  }
+
+  function hideSoon() {
+    clearTimeout(hideTimer);
+    hideTimer = setTimeout(function () {
+      var focused = document.activeElement;
+      if (card && card.contains(focused)) return;          // the reader is in the card
+      if (cardMarker && focused === cardMarker) return;
+      if (card && card.matches(":hover")) return;
+      clearActive();
+    }, HIDE_MS);
   }
 
   function ensureCard() {
@@ -36,16 +55,28 @@
     card.setAttribute("role", "tooltip");
     card.id = "source-card";
     card.hidden = true;
-    document.body.appendChild(card);
+    card.addEventListener("mouseenter", function () { clearTimeout(hideTimer); });
+    card.addEventListener("mouseleave", hideSoon);
+    card.addEventListener("focusout", function (e) {
+      if (!card.contains(e.relatedTarget) && e.relatedTarget !== cardMarker) hideSoon();
+    });
+    // Inside the page's main landmark, like everything else a reader reads.
+    (document.querySelector("main") || document.body).appendChild(card);
     return card;
   }
 
   function showCard(marker, item) {
     var c = ensureCard();
     c.textContent = "";
-    var title = document.createElement("div");
+    var link = item.querySelector("a[href]:not(.cite-back)");
+    var title = document.createElement(link ? "a" : "div");
     title.className = "card-title";
     title.textContent = item.getAttribute("data-title") || item.getAttribute("data-url") || "Source";
+    if (link) {
+      title.href = link.href;
+      title.target = "_blank";
+      title.rel = "noopener noreferrer nofollow";
+    }
     var domain = document.createElement("div");
     domain.className = "card-domain";
     domain.textContent = item.getAttribute("data-domain") || "";
@@ -58,11 +89,19 @@
       excerpt.textContent = excerptText;
       c.appendChild(excerpt);
     }
+    if (marker.classList.contains("cite-repaired")) {
+      var note = document.createElement("p");
+      note.className = "card-note";
+      note.textContent = "Placed by its quoted text: the provider's offsets did not match.";
+      c.appendChild(note);
+    }
     var rect = marker.getBoundingClientRect();
     c.hidden = false;
     var left = Math.min(window.scrollX + rect.left, window.scrollX + document.documentElement.clientWidth - c.offsetWidth - 8);
     c.style.left = Math.max(8, left) + "px";
-    c.style.top = (window.scrollY + rect.bottom + 6) + "px";
+    c.style.top = (window.scrollY + rect.bottom + 2) + "px";
+    marker.setAttribute("aria-describedby", c.id);  // screen readers hear the excerpt
+    cardMarker = marker;
   }
 
   function activate(marker) {
@@ -79,33 +118,110 @@
   }
 
   function isMarker(el) { return el && el.classList && el.classList.contains("cite-marker"); }
+  function markerAt(e) { return e.target.closest && e.target.closest(".cite-marker"); }
 
+  // Where a marker is, so a history entry can come back to it: its turn and its place there.
+  function markerPlace(marker) {
+    var turn = turnOf(marker);
+    if (!turn) return null;
+    var all = turn.querySelectorAll(".cite-marker");
+    return { turn: turn.id, marker: Array.prototype.indexOf.call(all, marker) };
+  }
+
+  function markerFrom(place) {
+    var turn = place && document.getElementById(place.turn);
+    return turn ? turn.querySelectorAll(".cite-marker")[place.marker] || null : null;
+  }
+
+  var previewed = false;   // the card already showed this marker when the tap began
+  document.addEventListener("pointerdown", function (e) {
+    lastPointer = e.pointerType || "mouse";
+    var m = markerAt(e);
+    previewed = !!m && cardMarker === m && card && !card.hidden;
+  }, true);
   document.addEventListener("mouseover", function (e) {
-    var m = e.target.closest && e.target.closest(".cite-marker");
-    if (m) activate(m);
+    if (lastPointer === "touch") return;
+    var m = markerAt(e);
+    if (m) { clearTimeout(hideTimer); if (cardMarker !== m) activate(m); }
   });
   document.addEventListener("mouseout", function (e) {
-    var m = e.target.closest && e.target.closest(".cite-marker");
-    if (m && document.activeElement !== m) clearActive();
+    var m = markerAt(e);
+    if (m && document.activeElement !== m) hideSoon();
   });
   document.addEventListener("focusin", function (e) {
     if (isMarker(e.target)) activate(e.target);
   });
   document.addEventListener("focusout", function (e) {
-    if (isMarker(e.target)) clearActive();
+    if (isMarker(e.target) && !(card && card.contains(e.relatedTarget))) hideSoon();
   });
+
+  function closeMenus(except) {
+    document.querySelectorAll("details[data-menu][open]").forEach(function (d) {
+      if (d !== except) d.open = false;
+    });
+  }
+
   document.addEventListener("keydown", function (e) {
-    if (e.key === "Escape") clearActive();
+    if (e.key !== "Escape") return;
+    var open = document.querySelector("details[data-menu][open]");
+    if (open) {
+      open.open = false;
+      var summary = open.querySelector("summary");
+      if (summary) summary.focus();
+    }
+    if (cardMarker) {
+      var back = cardMarker;
+      clearActive();
+      if (card && document.activeElement && card.contains(document.activeElement)) back.focus();
+    }
   });
+
   document.addEventListener("click", function (e) {
-    var m = e.target.closest && e.target.closest(".cite-marker");
+    var menu = e.target.closest && e.target.closest("details[data-menu]");
+    closeMenus(menu);
+    var back = e.target.closest && e.target.closest(".cite-back");
+    if (back) {
+      var turn = turnOf(back);
+      var first = turn && turn.querySelector('.cite-marker[data-source="' + back.getAttribute("data-source") + '"]');
+      if (!first) return;
+      e.preventDefault();
+      first.scrollIntoView({ block: "center" });
+      first.focus();
+      return;
+    }
+    var m = markerAt(e);
     if (!m) return;
     var item = sourceItem(m);
     if (!item) return;
     e.preventDefault();
+    // On touch a first tap previews the source; a second tap on the same marker goes to it.
+    if (lastPointer === "touch" && !previewed) {
+      activate(m);
+      return;
+    }
     clearActive();
-    history.replaceState(null, "", "#" + item.id);
+    // This entry remembers the marker; the new one is the source. Back comes back here.
+    var here = history.state && typeof history.state === "object" ? history.state : {};
+    var state = {};
+    for (var k in here) state[k] = here[k];
+    state.turnscopeMarker = markerPlace(m);
+    state.turnscopeScroll = window.scrollY;
+    history.replaceState(state, "");
+    history.pushState({ turnscopeSource: item.id }, "", "#" + item.id);
     item.focus();
     item.classList.add("is-active");
+  });
+
+  window.addEventListener("popstate", function (e) {
+    var state = e.state || {};
+    if (state.turnscopeMarker) {
+      clearActive();
+      if (typeof state.turnscopeScroll === "number") window.scrollTo(0, state.turnscopeScroll);
+      var marker = markerFrom(state.turnscopeMarker);
+      if (marker) marker.focus({ preventScroll: true });
+    } else if (state.turnscopeSource) {
+      var item = document.getElementById(state.turnscopeSource);
+      if (item) item.focus();
+    }
   });
 })();

@@ -43,6 +43,43 @@
 
   // ---------------------------------------------------------------------------------- tail
 
+  // -------------------------------------------------------------------------- follow the stream
+
+  // A reader at the bottom of the page stays there as the turn grows; one who scrolled up is
+  // left where they are.
+  var FOLLOW_SLACK_PX = 48;
+
+  function scroller() { return document.scrollingElement || document.documentElement; }
+
+  function atBottom() {
+    var el = scroller();
+    return el.scrollHeight - el.scrollTop - el.clientHeight <= FOLLOW_SLACK_PX;
+  }
+
+  function following(change) {
+    var follow = atBottom() && streamingVisible();
+    change();
+    if (follow) scroller().scrollTop = scroller().scrollHeight;
+    markStreaming();
+  }
+
+  // "● live" means a turn is streaming, not merely that the socket is open.
+  function markStreaming() {
+    main.dataset.streaming = streamingVisible() ? "yes" : "no";
+  }
+
+  // ---------------------------------------------------------------------------------- tail
+
+  // The paragraph a tail continues: the last block of the message just before it, when that is
+  // a paragraph (a block that continues a cited sentence is not a paragraph of its own).
+  function continuedParagraph(el) {
+    var prev = el.previousElementSibling;
+    if (!prev || !prev.classList.contains("message")) return null;
+    var last = prev.lastElementChild;
+    while (last && last.classList && last.classList.contains("badge")) last = last.previousElementSibling;
+    return last && last.tagName === "P" ? last : null;
+  }
+
   function Tail(el) {
     this.el = el;
     // null: unknown (a fragment without a tail); wait for a delta that opens a block.
@@ -59,6 +96,10 @@
     el.appendChild(this.done);
     el.appendChild(this.open);
     el.appendChild(this.cites);
+    // Until its first block ends, text that continues the previous paragraph is shown inside
+    // it, where the rendered text will be, so the layout does not jump when the block commits.
+    this.joinTo = continuedParagraph(el);
+    this.inline = null;
     this.pending = "";   // text of the open markdown block
     this.scan = 0;       // where the next unscanned line of `pending` starts
     this.inFence = false;
@@ -69,8 +110,24 @@
   Tail.prototype.append = function (text) {
     this.pending += text;
     this.length += text.length;
+    if (this.joinTo && !this.inline && !this.done.firstChild) {
+      if (/^\s*\n/.test(this.pending)) {
+        this.joinTo = null;                  // it starts a new block: not a continuation
+      } else if (/\S/.test(this.pending)) {
+        this.inline = document.createElement("span");
+        this.inline.className = "tail-inline";
+        this.joinTo.appendChild(this.inline);
+      }
+    }
     this.split();
-    this.open.textContent = this.pending;
+    this.show();
+  };
+
+  Tail.prototype.show = function () {
+    var target = this.inline && this.joinTo ? this.inline : this.open;
+    // Leading blank lines are the gap before a block (its margin), not text to show.
+    target.textContent = target === this.open ? this.pending.replace(/^\n+/, "") : this.pending;
+    if (target !== this.open) this.open.textContent = "";
   };
 
   // Move finished markdown blocks out of `pending`: a blank line outside a code fence ends one.
@@ -83,10 +140,16 @@
       if (/^ {0,3}(```|~~~)/.test(line)) {
         this.inFence = !this.inFence;
       } else if (!this.inFence && line.trim() === "" && this.pending.slice(0, pos).trim() !== "") {
-        var block = document.createElement("div");
-        block.className = "tail-block";
-        block.textContent = this.pending.slice(0, nl + 1);
-        this.done.appendChild(block);
+        var finished = this.pending.slice(0, nl + 1);
+        if (this.inline && this.joinTo) {
+          this.inline.textContent = finished.replace(/\n+$/, "");
+          this.joinTo = null;                // later blocks are blocks of their own
+        } else {
+          var block = document.createElement("div");
+          block.className = "tail-block";
+          block.textContent = finished.replace(/^\n+/, "").replace(/\n+$/, "");
+          this.done.appendChild(block);
+        }
         this.pending = this.pending.slice(nl + 1);
         pos = 0;
         continue;
@@ -169,12 +232,14 @@
       refetch(view);
       return;
     }
-    if (m.block_seq === m.delta_seq) tail = nextTail(view);   // this delta opens a block
-    tail.blockSeq = m.block_seq;
-    if (m.kind) tail.el.dataset.kind = m.kind;
-    if (m.text) tail.append(m.text);
-    tail.addCitations(m.citations);
-    tail.setSeq(m.delta_seq);
+    following(function () {
+      if (m.block_seq === m.delta_seq) tail = nextTail(view); // this delta opens a block
+      tail.blockSeq = m.block_seq;
+      if (m.kind) tail.el.dataset.kind = m.kind;
+      if (m.text) tail.append(m.text);
+      tail.addCitations(m.citations);
+      tail.setSeq(m.delta_seq);
+    });
     live.stats.deltas++;
   }
 
@@ -219,11 +284,13 @@
         var section = parseFragment(html);
         if (!section) throw new Error("fragment without a turn");
         live.stats.fragments++;
-        if (view.el && view.el.parentNode) {
-          view.el.parentNode.replaceChild(section, view.el);
-        } else {
-          placeSection(section, view.index);
-        }
+        following(function () {
+          if (view.el && view.el.parentNode) {
+            view.el.parentNode.replaceChild(section, view.el);
+          } else {
+            placeSection(section, view.index);
+          }
+        });
         var id = section.dataset.turnId || section.id.replace(/^turn-/, "");
         if (id !== view.id) { delete live.turns[view.id]; view.id = id; live.turns[id] = view; }
         viewFor(section);
@@ -398,6 +465,7 @@
   }, 1000);
 
   scanPage();
+  markStreaming();
   connect();
 
   // For tests and the curious: the live state, and a way to cut the socket.

@@ -49,6 +49,14 @@ class AttributionRecord:
     end: int | None = None
     incomplete: bool = False
     replay: parts.Payload | None = None
+    # What ingest did with the provider's range (``streams.ranges``: exact, repaired, dropped),
+    # NO_SOURCE for a citation that names no source, "" when there was nothing to check.
+    integrity: str = ""
+
+
+# A citation whose marker points at no source the response contains (no URL, no title).
+NO_SOURCE = "no_source"
+INTEGRITY = (ranges.EXACT, ranges.REPAIRED, ranges.DROPPED, NO_SOURCE)
 
 
 @dataclass
@@ -268,22 +276,27 @@ class EventBuilder:
         span: tuple[int | None, int | None] | None
         for citation in citations:
             start, end = citation.start, citation.end
+            integrity = ""
             if start is None and end is None:
                 span = _NO_SPAN  # no range: the whole block is the cited span
             else:
                 if offsets is None:
                     offsets = ranges.Offsets(text)
-                span = ranges.resolve(text, start, end, citation.unit, citation.quote, offsets)
+                span, integrity = ranges.place(
+                    text, start, end, citation.unit, citation.quote, offsets
+                )
                 if span is None:
                     span = _NO_SPAN
-                    if start is not None:
-                        log.debug("dropped an attribution range that does not match the text")
+                    log.debug("dropped an attribution range that does not match the text")
             url, title, excerpt = citation.url, citation.title, citation.excerpt
+            if not url and not title:
+                integrity = NO_SOURCE
             if "\x00" in url or "\x00" in title or "\x00" in excerpt:
                 url, title, excerpt = storable(url), storable(title), storable(excerpt)
-            # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay)
+            # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay,
+            # integrity)
             append(AttributionRecord(
-                url, title, excerpt, span[0], span[1], incomplete, citation.replay
+                url, title, excerpt, span[0], span[1], incomplete, citation.replay, integrity
             ))
         return EventRecord("message", clean, incomplete, MESSAGE, attributions, payload)
 

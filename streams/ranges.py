@@ -55,9 +55,14 @@ class Offsets:
 
 
 # 1 for a UTF-8 continuation byte, 0 for any other.
-
-# 1 for a UTF-8 continuation byte, 0 for any other.
 _CONTINUATIONS = bytes(1 if 0x80 <= b <= 0xBF else 0 for b in range(256))
+
+
+# What ingest did with a provider's range (``Attribution.integrity``): it matched the text as
+# given, was found again by searching for the provider's own copy of the cited segment, or could
+# not be placed (the attribution is kept, addressing the whole event).
+EXACT, REPAIRED, DROPPED = "exact", "repaired", "dropped"
+Placement = tuple[tuple[int, int] | None, str]
 
 
 def resolve(
@@ -70,11 +75,24 @@ def resolve(
 ) -> tuple[int, int] | None:
     """Return a verified code-point range into ``text``, or None (no usable range).
     ``offsets`` converts units for ``text`` (pass one to share it across a block's ranges)."""
+    return place(text, start, end, unit, quote, offsets)[0]
+
+
+def place(
+    text: str,
+    start: int | None,
+    end: int | None,
+    unit: RangeUnit = "codepoint",
+    quote: str | None = None,
+    offsets: Offsets | None = None,
+) -> Placement:
+    """``resolve``, and how: ``(span, EXACT | REPAIRED | DROPPED)``; ``(None, "")`` when the
+    provider gave no range at all (the whole event is cited; nothing to check)."""
     if start is None and end is None:
-        return None
+        return None, ""
     start = 0 if start is None else start  # proto3 JSON drops zero-valued fields
     if end is None or start < 0 or end <= start:
-        return _search(text, quote, 0)
+        return _repaired(_search(text, quote, 0))
     offsets = offsets or Offsets(text)
     cp_start = offsets.codepoint(start, unit)
     cp_end = offsets.codepoint(end, unit)
@@ -84,9 +102,13 @@ def resolve(
         and 0 <= cp_start < cp_end <= len(text)
         and (quote is None or text[cp_start:cp_end] == quote)
     ):
-        return cp_start, cp_end
+        return (cp_start, cp_end), EXACT
     hint = cp_start if cp_start is not None else min(start, len(text))
-    return _search(text, quote, hint)
+    return _repaired(_search(text, quote, hint))
+
+
+def _repaired(span: tuple[int, int] | None) -> Placement:
+    return (span, REPAIRED) if span is not None else (None, DROPPED)
 
 
 def _search(text: str, quote: str | None, hint: int) -> tuple[int, int] | None:

@@ -7,11 +7,12 @@ string — titles, excerpts, queries, URLs — is plain text for the template en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .activities import NO_DETAILS, ActivityDetails, LabelPart
 from .entry_point import SEARCH_ENTRY_POINT_SANDBOX
-from .links import source_anchor, source_href
+from .ledger import Ledger
+from .links import anchor_prefix, source_anchor, source_href
 from .sources import Source
 
 
@@ -168,3 +169,10 @@ class RenderedTurn:
     sources: tuple[SourceItem, ...]
     also_consulted: tuple[SourceItem, ...]
     items: tuple[TimelineItem, ...]  # every event kind, in seq order
+    # What the turn searched, opened and cited, and how they connect (``ledger``).
+    ledger: Ledger = field(default_factory=Ledger)
+
+    @property
+    def source_prefix(self) -> str:
+        """The id prefix of this turn's source list entries (+ number)."""
+        return anchor_prefix(self.turn_id)

@@ -72,7 +72,7 @@ MARKDOWN_ATTRIBUTES: dict[str, frozenset[str]] = {
 # Classes are a closed set: an attacker-chosen class could pick up page styles.
 MARKDOWN_CLASSES: dict[str, frozenset[str]] = {
     "span": frozenset({"cite"}),
-    "a": frozenset({"cite-marker", "cite-incomplete"}),
+    "a": frozenset({"cite-marker", "cite-incomplete", "cite-repaired"}),
     "p": frozenset({"render-note"}),
     "pre": frozenset({"render-plain"}),
 }

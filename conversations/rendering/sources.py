@@ -220,6 +220,8 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
         kind = event.get("kind")
         if kind == "message":
             for attribution in citation_order(event):
+                if attribution.get("integrity") == "no_source":
+                    continue  # ingest found it names no source: no number (the ledger counts it)
                 note(attribution.get("source"), excerpt=attribution.get("excerpt"), cite=True)
         elif kind == "hosted_activity":
             for source in ActivityBody.from_body(event).sources or ():

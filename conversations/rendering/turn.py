@@ -40,6 +40,7 @@ from .items import (
     ToolResultItem,
     source_item,
 )
+from .ledger import build_ledger
 from .links import anchor_prefix
 from .markdown import Cite, render_markdown
 from .runs import event_id, merge_run, message_runs, run_key
@@ -54,7 +55,7 @@ from .sources import (
 from .text import clean_block_text, clean_text
 
 # Bump on ANY change to rendered output: cached HTML is keyed by (RENDERER_VERSION, event id).
-RENDERER_VERSION = 3
+RENDERER_VERSION = 4
 
 
 def _str(value: object) -> str:
@@ -81,6 +82,7 @@ def _cites(event: dict[str, Any], registry: SourceRegistry) -> list[Cite]:
                 end=rng[1] if rng else None,
                 incomplete=attribution.get("incomplete") is True,
                 title=source.label,
+                repaired=attribution.get("integrity") == "repaired",
             )
         )
     return cites
@@ -327,4 +329,5 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
         sources=tuple(item_for(s) for s in registry.cited),
         also_consulted=tuple(item_for(s) for s in registry.consulted),
         items=final_items,
+        ledger=build_ledger(turn, registry),
     )

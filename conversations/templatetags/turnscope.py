@@ -1,4 +1,8 @@
+from datetime import datetime, timedelta
+
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 register = template.Library()
 
@@ -8,6 +12,16 @@ _ACTIVITY_LABELS = {
     "file_search": "File search",
     "code_execution": "Code execution",
 }
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """"just now" under a minute, else "5 minutes ago" (never "0 minutes ago")."""
+    if value is None:
+        return ""
+    if timezone.now() - value < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(value)} ago"
 
 
 @register.filter

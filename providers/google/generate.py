@@ -657,7 +657,13 @@ class Generate:
             for index in as_list(support.get("groundingChunkIndices")):
                 index = as_int(index)
                 if index is None or not 0 <= index < len(chunks):
-                    continue  # an index with no chunk
+                    # An index with no chunk: the citation names no source. Kept (with no
+                    # URL and no title) so the reader is told, not silently dropped.
+                    if ("", "", start, end) not in cited:
+                        cited.add(("", "", start, end))
+                        yield Citation(block.key, "", start=start, end=end, unit="utf8",
+                                       quote=quote)
+                    continue
                 source = sources.get(index)
                 if source is None:
                     source = sources[index] = _source(chunks[index])

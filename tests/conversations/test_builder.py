@@ -130,3 +130,28 @@ def test_redacted_reasoning_has_no_text():
 def test_parts_for_an_unknown_block_are_an_error():
     with pytest.raises(ValueError, match="never started"):
         run([START, parts.TextDelta("9", "x")])
+
+
+def test_each_attribution_records_what_ingest_did_with_its_range():
+    text = "Tides rise. Moons pull. Seas swell."
+    _, [event] = run([
+        START,
+        parts.BlockStart("0", "message"),
+        parts.TextDelta("0", text),
+        parts.Citation("0", "https://w.example/", "W"),  # no range: nothing to check
+        parts.Citation("0", "https://e.example/", "E", start=0, end=11, quote="Tides rise."),
+        # Offsets off by four; the provider's own segment text finds the span again.
+        parts.Citation("0", "https://r.example/", "R", start=16, end=27, quote="Moons pull."),
+        # Offsets that match nothing and a quote that is not in the text: not placed.
+        parts.Citation("0", "https://d.example/", "D", start=40, end=50, quote="Rivers."),
+        parts.Citation("0", "", start=24, end=35),  # names no source
+        parts.BlockEnd("0"),
+        parts.ResponseEnd("end_turn"),
+    ])
+    _whole, exact, repaired, dropped, unsourced = event.attributions
+    assert [a.integrity for a in event.attributions] == [
+        "", "exact", "repaired", "dropped", "no_source"]
+    assert text[exact.start:exact.end] == "Tides rise."
+    assert text[repaired.start:repaired.end] == "Moons pull."
+    assert (dropped.start, dropped.end) == (None, None)  # kept, citing the whole event
+    assert text[unsourced.start:unsourced.end] == "Seas swell."

@@ -43,3 +43,15 @@ def test_a_resolved_range_always_addresses_the_text(text, start, end, unit, quot
         assert 0 <= s < e <= len(text)
         if quote is not None:
             assert text[s:e] == quote
+
+
+def test_place_says_how_a_range_was_resolved():
+    from streams.ranges import place
+
+    text = "héllo wörld"
+    assert place(text, None, None) == (None, "")
+    assert place(text, 0, 6, "utf8", "héllo") == ((0, 5), "exact")
+    assert place(text, 0, 5, "codepoint", "wörld") == ((6, 11), "repaired")
+    assert place(text, 3, 1, quote="wörld") == ((6, 11), "repaired")
+    assert place(text, 0, 99, quote="absent") == (None, "dropped")
+    assert place(text, 0, 99) == (None, "dropped")

@@ -233,3 +233,34 @@ def test_an_import_keeps_every_column_the_document_carries_derived_ones_included
     assert rows(copy, leave_out) == rows(source, leave_out)
     assert list(copy.turns.order_by("index").values_list("agent_id", flat=True)) == [
         (t.get("agent") or {}).get("agentId", "") for t in doc["turns"]]
+
+
+def test_attribution_integrity_is_written_exported_imported_and_forked():
+    conversation = Conversation.objects.create(title="integrity")
+    add_user_turn(conversation, "Why?")
+    text = "Tides rise. Moons pull."
+    marks = ["exact", "repaired", "dropped", "no_source", ""]
+    add_turn(conversation, Turn.Role.AGENT, EventRecord("message", text=text, attributions=[
+        AttributionRecord(f"https://{n}.example/" if mark != "no_source" else "", "", "",
+                          *((None, None) if mark in ("dropped", "") else (0, 11)),
+                          integrity=mark)
+        for n, mark in enumerate(marks)
+    ]), provider="anthropic", model="claude-test-1")
+    assert list(Attribution.objects.filter(event__conversation=conversation)
+                .order_by("ordinal").values_list("integrity", flat=True)) == marks
+    doc = orjson.loads(export_json(conversation, "portable"))
+    exported = [a.get("integrity") for a in doc["turns"][1]["events"][0]["attributions"]]
+    assert exported == ["exact", "repaired", "dropped", "no_source", None]  # "" is left out
+    ledger = doc["turns"][1]["ledger"]["integrity"]
+    assert (ledger["exact"], ledger["repaired"], ledger["dropped"], ledger["no_source"],
+            ledger["unchecked"]) == (1, 1, 1, 1, 1)
+    for copy in (import_document(doc), fork(conversation, 1)):
+        assert list(Attribution.objects.filter(event__conversation=copy).order_by("ordinal")
+                    .values_list("integrity", flat=True)) == marks
+
+
+def test_an_unknown_integrity_is_refused():
+    conversation = Conversation.objects.create(title="bad")
+    with pytest.raises(ValueError, match="integrity"):
+        add_turn(conversation, Turn.Role.AGENT, EventRecord("message", text="x", attributions=[
+            AttributionRecord("https://a.example/", integrity="guessed")]))

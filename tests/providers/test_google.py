@@ -472,7 +472,9 @@ def test_missing_start_index_means_zero() -> None:
         orjson.dumps(chunk({"text": "Héllo world"}, finish="STOP", groundingMetadata=grounding))
     )
     assert_well_formed(parts)
-    (citation,) = of(parts, Citation)  # chunk index 7 does not exist: skipped
+    # Chunk index 7 does not exist: a citation naming no source (the reader is told).
+    citation, unsourced = of(parts, Citation)
+    assert (unsourced.url, unsourced.title, unsourced.start, unsourced.end) == ("", "", 0, 6)
     assert (citation.start, citation.end, citation.unit) == (0, 6, "utf8")
     assert (citation.url, citation.title, citation.quote) == (
         "https://a.example/",

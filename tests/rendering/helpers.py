@@ -208,6 +208,8 @@ def text_without_markers(fragment: str) -> str:
         for child in el:
             if not is_marker(child):
                 walk(child)
+            elif parts and parts[-1].endswith("\u2060"):
+                parts[-1] = parts[-1][:-1]  # the word joiner the marker brings with it
             if child.tail:
                 parts.append(child.tail)
 

@@ -107,7 +107,7 @@ def test_range_ending_inside_link_text_puts_marker_after_link() -> None:
     text = "Read [the full report](https://example.org/report) today."
     html = render(text, cite(text, "Read [the full"))
     assert cited_texts(html)[1] == "Read the full"
-    assert 'report</a><a class="cite-marker"' in html
+    assert 'report</a>\u2060<a class="cite-marker"' in html
 
 
 def test_boundary_inside_link_target_moves_after_link() -> None:
@@ -126,7 +126,7 @@ def test_openai_parenthesised_link_is_not_wrapped_in_a_second_link() -> None:
     html = render(text, cite(text, "([reuters.com](https://www.reuters.com/x?utm_source=openai))"))
     assert html.count("<a ") == 2  # the model's link and one marker
     assert cited_texts(html)[1] == "(reuters.com)"
-    assert '</a>)</span><a class="cite-marker"' in html
+    assert '</a>)</span>\u2060<a class="cite-marker"' in html
 
 
 def test_whole_event_attribution() -> None:

@@ -53,7 +53,7 @@ def test_on_any_parser_the_plugin_places_spans_and_markers() -> None:
     text = "**Tides** rise twice.\n\n```\nmoon\n```"
     html = md.render(text, cite_env(text, [Cite(1, 0, 9), Cite(2, 27, 31)], "s-"))
     assert html.startswith(
-        '<p><span class="cite" data-sources="1"><strong>Tides</strong></span>'
+        '<p><span class="cite" data-sources="1"><strong>Tides</strong></span>\u2060'
         '<a class="cite-marker" href="#s-1" data-source="1" aria-label="Source 1">[1]</a>'
     )
     assert '<pre><code><span class="cite" data-sources="2">moon</span>' in html

@@ -28,16 +28,31 @@ class Cite:
     end: int | None = None
     incomplete: bool = False
     title: str = ""
+    # Ingest placed this range by the provider's quoted segment, not its offsets.
+    repaired: bool = False
+
+
+# U+2060 WORD JOINER: no line break between a marker and the word it follows (nor between two
+# markers), so "[2][3]" never wraps alone onto the next line.
+WORD_JOINER = "\u2060"
+REPAIRED_NOTE = "placed by its quoted text: the provider's offsets did not match"
 
 
 @lru_cache(maxsize=4096)
-def marker_html(number: int, title: str, anchor_prefix: str, incomplete: bool = False) -> str:
+def marker_html(
+    number: int, title: str, anchor_prefix: str, incomplete: bool = False,
+    repaired: bool = False,
+) -> str:
     """The marker after a cited span: a focusable link to the source list entry."""
     classes = "cite-marker cite-incomplete" if incomplete else "cite-marker"
-    label = html.escape(f"Source {number}: {title}" if title else f"Source {number}", quote=True)
+    label = f"Source {number}: {title}" if title else f"Source {number}"
+    if repaired:
+        classes += " cite-repaired"
+        label += f" ({REPAIRED_NOTE})"
+    label = html.escape(label, quote=True)
     anchor = html.escape(anchor_prefix, quote=True)
     return (
-        f'<a class="{classes}" href="#{anchor}{number}" data-source="{number}" '
+        f'{WORD_JOINER}<a class="{classes}" href="#{anchor}{number}" data-source="{number}" '
         f'aria-label="{label}">[{number}]</a>'
     )
 
@@ -71,6 +86,7 @@ class Plan:
             return []
         self.seen.add(sid)
         closing: dict[int, bool] = {}
+        repaired: set[int] = set()
         for kind, index in self.slots[sid]:
             cite = self.cites[index]
             if kind == OPEN:
@@ -80,15 +96,18 @@ class Plan:
                 self.active[cite.number] -= 1
             # A marker is incomplete only if every attribution ending here is.
             closing[cite.number] = closing.get(cite.number, True) and cite.incomplete
+            if cite.repaired:
+                repaired.add(cite.number)
         self.key = frozenset(n for n, c in self.active.items() if c > 0)
-        return [self.marker(n, closing[n]) for n in sorted(closing)]
+        return [self.marker(n, closing[n], n in repaired) for n in sorted(closing)]
 
-    def marker(self, number: int, incomplete: bool) -> str:
+    def marker(self, number: int, incomplete: bool, repaired: bool = False) -> str:
         if not self.titles:
             for cite in self.cites:
                 if cite.title and cite.number not in self.titles:
                     self.titles[cite.number] = cite.title
-        return marker_html(number, self.titles.get(number, ""), self.anchor_prefix, incomplete)
+        return marker_html(number, self.titles.get(number, ""), self.anchor_prefix, incomplete,
+                           repaired)
 
 
 def build_events(text: str, cites: Sequence[Cite]) -> list[tuple[int, int, int]]:

@@ -64,6 +64,7 @@ def render_markdown(text: str, cites: Sequence[Cite] = (), *, anchor_prefix: str
                 None if c.end is None else remap(c.end, removed),
                 c.incomplete,
                 c.title,
+                c.repaired,
             )
             for c in cites
         ]
