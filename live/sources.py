@@ -64,8 +64,9 @@ def pace(part: parts.Part) -> float:
 
 def redacted(responses: list[WireResponse]) -> list[WireResponse]:
     """The responses with credential-shaped text removed, before anything parses or keeps them
-    (as ingest does): streamed deltas, events and the kept recording are all redacted."""
-    return [WireResponse(r.name, redaction.redact_text(r.raw), r.api_version, r.endpoint,
+    (as ingest does): streamed deltas, events and the kept recording are all redacted, a key
+    split across stream events too (``redact_wire``)."""
+    return [WireResponse(r.name, redaction.redact_wire(r.raw), r.api_version, r.endpoint,
                          r.request) for r in responses]
 
 
