@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus
 
 import orjson
 import re2
@@ -503,12 +504,44 @@ def _redact_event(event: Any) -> Any:
     return out
 
 
+# -- log lines ----------------------------------------------------------------------------------
+
+# The recording proxy's path-form token (``/proxy/t/<token>/…``): an API token in a URL.
+_PATH_TOKEN = re.compile(r"(/proxy/t/)[^/\s?#\"']+")
+# A URL's query string in a log line (a request line, an access log entry).
+_QUERY = re.compile(r"\?[^\s\"'#<>]+")
+
+
+def _redact_query(match: re.Match[str]) -> str:
+    """Each parameter read as a client sent it (percent-decoded: ``Bearer+…``, ``%3A``): a
+    value that holds a credential once decoded is logged as ``[REDACTED]``."""
+    params = []
+    for param in match.group()[1:].split("&"):
+        name, eq, value = param.partition("=")
+        decoded = unquote_plus(value)
+        if eq and (redact_text(decoded) != decoded or redact_text(f"?{name}=x") != f"?{name}=x"):
+            value = MARK
+        params.append(f"{name}{eq}{value}")
+    return "?" + "&".join(params)
+
+
+def redact_log_line(text: str) -> str:
+    """A log line with every credential redacted: the rules above, the query parameters of any
+    URL in it as decoded, and the proxy's path token masked. Every log line and daphne's
+    access log go through this one function."""
+    if "/proxy/t/" in text:
+        text = _PATH_TOKEN.sub(lambda m: m.group(1) + MARK, text)
+    if "?" in text:
+        text = _QUERY.sub(_redact_query, text)
+    return redact_text(text)
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts the formatted message (attach it to handlers)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact_text(message)
+        cleaned = redact_log_line(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

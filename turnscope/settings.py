@@ -237,6 +237,10 @@ LOGGING = {
     "loggers": {
         "turnscope": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # The development servers' access logs (daphne's runserver, Django's): request paths
+        # with their queries, redacted like every other line.
+        "django.channels.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # httpx logs each request's URL at INFO, and a proxied Gemini URL may carry ?key=.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
