@@ -42,7 +42,7 @@ from django.db import transaction
 
 from conversations import provenance, redaction, store, streaming
 from conversations.models import Conversation, Event, Turn
-from live import publish, sources
+from live import publish, recovery, sources
 from live.models import Recording
 from streams import parts
 from streams.bodies import ActivityBody, ErrorBody
@@ -52,6 +52,7 @@ from streams.run import TurnStream
 log = logging.getLogger("turnscope.live")
 
 COALESCE_SECONDS = 0.05
+_BEAT_INFO = {"host": socket.gethostname(), "pid": os.getpid()}  # who runs the turn
 
 
 def _db(fn: Any) -> Any:
@@ -86,6 +87,7 @@ def _open_turns(
     specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
+        recovery.beat(opened[-1][0].pk, _BEAT_INFO)  # alive from its first moment
         if recording:
             provider, responses = recording
             Recording.objects.create(
@@ -104,6 +106,7 @@ def _resume_turn(
     stored_parts = list(stored)  # read here, in the database thread
     with transaction.atomic():
         store.resume_turn(turn)
+        recovery.beat(turn.pk, _BEAT_INFO)
         events = store.append_events(turn, redaction.redact_records(before))
     return events, [stored_parts]
 
@@ -287,7 +290,7 @@ class TurnRunner:
         self.turn = opened[-1][0]
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
         await _cache(streaming.write_tail, self.turn.pk, self._tail_doc())
-        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+        await self._beat(in_database=False)
         await publish.publish_all(self.conversation.pk,
                                   _opened_messages(opened, self.last_seq), self.layer)
 
@@ -298,7 +301,7 @@ class TurnRunner:
         self._provenance_done = bool(turn.provider)  # recorded once, by the first response
         self.last_seq = events[-1].seq if events else await _db(_last_seq)(self.conversation)
         await _cache(streaming.write_tail, turn.pk, self._tail_doc())
-        await _cache(streaming.beat, turn.pk, self._beat_info())
+        await self._beat(in_database=False)
         out = [_turn_message(turn, self.last_seq - len(events))]
         if events:
             out.append(_events_message(turn, [_event_brief(e) for e in events]))
@@ -490,6 +493,7 @@ class TurnRunner:
                                   "responses": self.builder.responses})
         await _cache(streaming.drop_tail, self.turn.pk)
         await _cache(streaming.stop_beating, self.turn.pk)
+        await _db(recovery.stop_beating)(self.turn.pk)
         await self._publish_turn()
 
     async def _abort(self) -> None:
@@ -514,11 +518,19 @@ class TurnRunner:
     def _beat_info(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
 
+    async def _beat(self, *, in_database: bool = True) -> None:
+        """A sign of life where every process sees it (the database: a reaper in another
+        process must not take this turn), and in the cache (the cheap look)."""
+        assert self.turn is not None
+        if in_database:
+            await _db(recovery.beat)(self.turn.pk, self._beat_info())
+        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+
     async def _heartbeat(self) -> None:
         assert self.turn is not None
         while True:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
-            await _cache(streaming.beat, self.turn.pk, self._beat_info())
+            await self._beat()
 
 
 def _fail(turn: Turn, code: str, message: str) -> list[Event]:
@@ -528,6 +540,7 @@ def _fail(turn: Turn, code: str, message: str) -> list[Event]:
             return []  # it ended already: what it holds stands
         events = store.append_events(locked, [EventRecord("error", body=ErrorBody(code, message))])
         store.finish_turn(locked, status=Turn.Status.FAILED, end_reason="error")
+        recovery.stop_beating(turn.pk)
     turn.status, turn.end_reason = locked.status, locked.end_reason
     return events
 
