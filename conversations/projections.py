@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from conversations import provenance, store
+from conversations.limits import check_turn
 from conversations.models import Attribution, Conversation, Event, Turn
 from conversations.redaction import redact_document
 from conversations.rendering import DocumentFormat, render_export
@@ -274,6 +275,8 @@ def _new_turn(
     if t.get("end_reason"):
         _require(t["end_reason"] in END_REASONS, where,
                  f"unknown end_reason {t['end_reason']!r}")
+    check_turn(len(t["events"]), sum(len(e.get("attributions") or ()) for e in t["events"]),
+               where)
     records = []
     for e_index, e in enumerate(t["events"]):
         e_where = f"{where}.events[{e_index}]"

@@ -41,6 +41,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
 from conversations import provenance, redaction, store, streaming
+from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
 from live import publish, recovery, sources
 from live.models import Recording
@@ -214,7 +215,7 @@ class TurnRunner:
         self.coalesce = coalesce
         self.layer = layer
         self.turn: Turn | None = None
-        self.stream = TurnStream(on_unreadable="cut")
+        self.stream = TurnStream(on_unreadable="cut", limits=turn_limits())
         self.builder = self.stream.builder
         self.last_seq = 0
         # tail state

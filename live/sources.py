@@ -71,9 +71,11 @@ def redacted(responses: list[WireResponse]) -> list[WireResponse]:
 
 
 def wire_responses(provider: str, responses: list[WireResponse]) -> list[Iterator[parts.Part]]:
-    """Adapter-parsed part streams, one per recorded response (parsed lazily, in order)."""
+    """Adapter-parsed part streams, one per recorded response (parsed lazily, in order, one
+    event at a time)."""
     providers.adapter(provider)  # fail early on an unknown provider
-    return [providers.parse(provider, r.raw.encode(), r.context()) for r in responses]
+    return [providers.parse_incrementally(provider, r.raw.encode(), r.context())
+            for r in responses]
 
 
 _PIECE = re.compile(r"\S+\s*|\s+")

@@ -21,3 +21,8 @@ class MalformedInput(ValueError):
         if self.line is not None:
             where = f"{where}, line {self.line}"
         return f"{where}: {self.message}"
+
+
+class TurnTooLarge(ValueError):
+    """The turn has more events or citations than a turn may hold (``TurnLimits``): refused
+    whole when it is recorded input, cut there when it streams live."""

@@ -226,6 +226,11 @@ TURNSCOPE_UPSTREAM_READ_TIMEOUT = float(os.environ.get("TURNSCOPE_UPSTREAM_READ_
 TURNSCOPE_PROXY_MAX_BODY_BYTES = int(
     os.environ.get("TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
 
+# How much one turn may hold: a response past either is refused whole (ingest, import: a 413 or
+# a command error, nothing written) or cut there (a live or proxied stream ends interrupted).
+TURNSCOPE_MAX_EVENTS_PER_TURN = int(os.environ.get("TURNSCOPE_MAX_EVENTS_PER_TURN", 20_000))
+TURNSCOPE_MAX_CITATIONS_PER_TURN = int(os.environ.get("TURNSCOPE_MAX_CITATIONS_PER_TURN", 5_000))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
