@@ -140,6 +140,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Failed logins per client address and username (turnscope.auth), and live replays started
+# per user (live.views): "N/period", period s, min, hour or day, e.g. "10/15min".
+AUTHENTICATION_BACKENDS = ["turnscope.auth.RateLimitedModelBackend"]
+TURNSCOPE_LOGIN_FAILURES = os.environ.get("TURNSCOPE_LOGIN_FAILURES", "10/15min")
+TURNSCOPE_REPLAY_RATE = os.environ.get("TURNSCOPE_REPLAY_RATE", "10/min")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "conversation-list"
 LOGOUT_REDIRECT_URL = "login"
