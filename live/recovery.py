@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import store, streaming
+from conversations import redaction, store, streaming
 from conversations.models import Turn
 from live.models import Heartbeat
 from streams.bodies import ReasoningBody
@@ -91,7 +91,9 @@ def _finish_orphan(turn: Turn) -> bool:
                                      body=ReasoningBody(redacted=False))
             else:
                 record = EventRecord("message", text=text, incomplete=True, attributions=cites)
-            store.append_events(locked, [record])
+            # The tail is the text as it streamed, redacted a chunk at a time: a key split
+            # across chunks is only whole here.
+            store.append_events(locked, redaction.redact_records([record]))
         store.finish_turn(locked, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
         stop_beating(turn.pk)
     streaming.drop_tail(turn.pk)
