@@ -2,16 +2,18 @@
 (``TURNSCOPE_LOGIN_FAILURES``, e.g. ``"10/15min"``). Past the limit every attempt for that
 pair is refused, the right password too, until the window ends; a success clears the count.
 
-The limit lives in the authentication backend, so the login page and the admin's login share
-it; the login page answers a blocked attempt with a 429 that says so."""
+The limit lives in the authentication backends (``LoginRateLimit`` ahead of ``ModelBackend``,
+failures counted from ``user_login_failed``), so the login page and the admin's login share it;
+the login page answers a blocked attempt with a 429 that says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model, user_logged_in, user_login_failed
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.backends import BaseBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
@@ -33,26 +35,33 @@ def blocked(request: HttpRequest | None, username: Any) -> bool:
     return ratelimit.exceeded(SCOPE, _ident(request, username), _rate())
 
 
-class RateLimitedModelBackend(ModelBackend):
+class LoginRateLimit(BaseBackend):
+    """First in ``AUTHENTICATION_BACKENDS``: refuses (``PermissionDenied``: no backend after it
+    is tried) a username whose failures from this address used up the rate; otherwise steps
+    aside (``None``) for ``ModelBackend``, which checks the password. Sessions keep naming
+    ``ModelBackend``, so nobody is logged out by this."""
+
     def authenticate(self, request: HttpRequest | None, username: str | None = None,
                      password: str | None = None, **kwargs: Any) -> Any:
         if username is None:
-            username = kwargs.get(self._username_field())
-        ident = _ident(request, username)
-        if ratelimit.exceeded(SCOPE, ident, _rate()):
-            raise PermissionDenied("too many failed logins")  # no backend tries further
-        user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is None:
-            ratelimit.count(SCOPE, ident, _rate())
-        else:
-            ratelimit.reset(SCOPE, ident)
-        return user
+            username = kwargs.get(get_user_model().USERNAME_FIELD)
+        if blocked(request, username):
+            raise PermissionDenied("too many failed logins")
+        return None
 
-    @staticmethod
-    def _username_field() -> str:
-        from django.contrib.auth import get_user_model
 
-        return str(get_user_model().USERNAME_FIELD)
+def _failed(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None,
+            **kwargs: Any) -> None:
+    username = credentials.get("username", credentials.get(get_user_model().USERNAME_FIELD))
+    ratelimit.count(SCOPE, _ident(request, username), _rate())
+
+
+def _succeeded(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    ratelimit.reset(SCOPE, _ident(request, user.get_username()))
+
+
+user_login_failed.connect(_failed, dispatch_uid="turnscope.auth.failed")
+user_logged_in.connect(_succeeded, dispatch_uid="turnscope.auth.succeeded")
 
 
 class LoginView(auth_views.LoginView):

@@ -142,7 +142,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Failed logins per client address and username (turnscope.auth), and live replays started
 # per user (live.views): "N/period", period s, min, hour or day, e.g. "10/15min".
-AUTHENTICATION_BACKENDS = ["turnscope.auth.RateLimitedModelBackend"]
+AUTHENTICATION_BACKENDS = ["turnscope.auth.LoginRateLimit",
+                           "django.contrib.auth.backends.ModelBackend"]
 TURNSCOPE_LOGIN_FAILURES = os.environ.get("TURNSCOPE_LOGIN_FAILURES", "10/15min")
 TURNSCOPE_REPLAY_RATE = os.environ.get("TURNSCOPE_REPLAY_RATE", "10/min")
 LOGIN_URL = "login"

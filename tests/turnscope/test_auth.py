@@ -67,3 +67,9 @@ def test_the_rate_parser():
     assert parse_rate("100/day") == (100, 86400)
     with pytest.raises(ValueError):
         parse_rate("ten per minute")
+
+
+def test_sessions_that_name_the_model_backend_stay_logged_in(alice):
+    client = Client()
+    client.force_login(alice, backend="django.contrib.auth.backends.ModelBackend")
+    assert client.get("/").status_code == 200
