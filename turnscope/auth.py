@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model, user_logged_in, user_login_failed
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.backends import BaseBackend
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
@@ -35,11 +35,12 @@ def blocked(request: HttpRequest | None, username: Any) -> bool:
     return ratelimit.exceeded(SCOPE, _ident(request, username), _rate())
 
 
-class LoginRateLimit(BaseBackend):
+class LoginRateLimit(ModelBackend):
     """First in ``AUTHENTICATION_BACKENDS``: refuses (``PermissionDenied``: no backend after it
     is tried) a username whose failures from this address used up the rate; otherwise steps
     aside (``None``) for ``ModelBackend``, which checks the password. Sessions keep naming
-    ``ModelBackend``, so nobody is logged out by this."""
+    ``ModelBackend``, so nobody is logged out by this; a session naming this backend (a login
+    without ``authenticate``, e.g. ``force_login``) reads its user as ``ModelBackend`` does."""
 
     def authenticate(self, request: HttpRequest | None, username: str | None = None,
                      password: str | None = None, **kwargs: Any) -> Any:
