@@ -26,10 +26,11 @@ from django.db import DataError, IntegrityError
 from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from api.http import PayloadTooLarge
 from conversations.forking import ForkError
 from conversations.redaction import redact_text, redact_value
 from conversations.schema import InvalidDocument
-from streams.errors import MalformedInput
+from streams.errors import MalformedInput, TurnTooLarge
 
 log = logging.getLogger("turnscope.api")
 
@@ -77,6 +78,8 @@ def _domain_error(exc: Exception, view: Any) -> APIException | None:
     refusals: Refusals | None = getattr(view, "refusals", None)
     if refusals is None:
         return None
+    if isinstance(exc, TurnTooLarge):  # readable, but more than a turn may hold
+        return PayloadTooLarge(f"The turn cannot be stored: {exc}.")
     if isinstance(exc, MalformedInput) and refusals.unreadable:
         template, reason = refusals.unreadable, str(exc)
     elif isinstance(exc, InvalidDocument) and refusals.invalid:

@@ -4,6 +4,7 @@ parameters. Error bodies are shaped by ``api.errors``."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 from django.conf import settings
@@ -157,6 +158,24 @@ def text_param(request: Any, name: str, *, max_length: int = 500, default: str =
         check_filter_text(name, value)
     except InvalidFilter as exc:
         raise ValidationError({name: exc.message}) from None
+    if len(value) > max_length:
+        raise ValidationError({name: f"must be at most {max_length} characters"})
+    return value
+
+
+def header_param(request: Any, name: str, *, max_length: int = 500) -> str:
+    """A value that may hold a secret (a prompt, a title, a URL with its query): sent as the
+    header ``Turnscope-<Name>`` (percent-encoded UTF-8), never in the URL, where access logs and
+    proxies keep it. The query parameter of the same name is still read, for old clients."""
+    header = request.headers.get(f"Turnscope-{name.replace('_', '-')}")
+    if header is None:
+        return text_param(request, name, max_length=max_length)
+    try:
+        value = unquote(header, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError({name: "must be percent-encoded UTF-8"}) from None
+    if "\x00" in value:
+        raise ValidationError({name: "must not contain NUL characters"})
     if len(value) > max_length:
         raise ValidationError({name: f"must be at most {max_length} characters"})
     return value

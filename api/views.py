@@ -36,6 +36,7 @@ from api.http import (
     SmallJSONParser,
     SpooledBodyParser,
     choice_param,
+    header_param,
     text_param,
 )
 from api.pagination import ConversationCursorPagination, EventCursorPagination
@@ -460,10 +461,11 @@ class _IngestBase(ApiView):
 
     def run_ingest(self, request: Request, conversation: Conversation | None) -> Response:
         provider = self.provider = choice_param(request, "provider", available_providers())
-        title = text_param(request, "title", max_length=300)  # ingest() redacts both
-        prompt = text_param(request, "prompt", max_length=100_000)
+        # What may hold a secret comes in headers, not in the URL (ingest() redacts both).
+        title = header_param(request, "title", max_length=300)
+        prompt = header_param(request, "prompt", max_length=100_000)
         api_version = text_param(request, "api_version", max_length=100) or None
-        endpoint = redact_text(text_param(request, "endpoint", max_length=2000)) or None
+        endpoint = redact_text(header_param(request, "endpoint", max_length=2000)) or None
         # The body as RawBodyParser read it. Not read_body(request.stream): on the session path
         # the CSRF check reads request.POST first, which parses (and so consumes) the body.
         raw = request.data if isinstance(request.data, bytes) else b""
@@ -496,12 +498,16 @@ class _IngestBase(ApiView):
 INGEST_PARAMETERS = [
     OpenApiParameter("provider", str, required=True, enum=available_providers(),
                      description="Whose wire format the body is."),
-    OpenApiParameter("prompt", str, description="The user message that asked for the "
-                     "response; stored as a user turn before the agent turn."),
+    OpenApiParameter("Turnscope-Prompt", str, location=OpenApiParameter.HEADER,
+                     description="The user message that asked for the response (percent-encoded"
+                     " UTF-8); stored as a user turn before the agent turn. A header, not a query"
+                     " parameter: what may hold a secret stays out of URLs and access logs "
+                     "(?prompt= is still read)."),
     OpenApiParameter("api_version", str, description="API version header in force (e.g. "
                      "anthropic-version), when the body alone does not say."),
-    OpenApiParameter("endpoint", str, description="The URL the request went to (names "
-                     "Gemini's API version)."),
+    OpenApiParameter("Turnscope-Endpoint", str, location=OpenApiParameter.HEADER,
+                     description="The URL the request went to (names Gemini's API version); "
+                     "percent-encoded. ?endpoint= is still read."),
 ]
 INGEST_BODY = {
     "application/octet-stream": {"type": "string", "format": "binary"},
@@ -517,7 +523,9 @@ class IngestView(_IngestBase):
     @extend_schema(
         operation_id="conversations_ingest",
         parameters=[*INGEST_PARAMETERS,
-                    OpenApiParameter("title", str, description="Title of the new conversation.")],
+                    OpenApiParameter("Turnscope-Title", str, location=OpenApiParameter.HEADER,
+                                     description="Title of the new conversation "
+                                     "(percent-encoded). ?title= is still read.")],
         request=INGEST_BODY,
         responses={201: s.IngestResultSerializer, **errors(400, 413, *READ_ERRORS)},
         description="Ingest a raw provider response body (SSE, JSON lines or a JSON body) as a "

@@ -14,6 +14,7 @@ from typing import Any
 
 import providers
 from conversations import redaction, store
+from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from streams import run
 from streams.bodies import ActivityBody
@@ -64,18 +65,22 @@ class IngestSummary:
 def assemble(
     provider: str, files: Sequence[ResponseFile]
 ) -> tuple[EventBuilder, list[EventRecord]]:
-    """Parse every response of one turn and assemble its events, touching no database."""
+    """Parse every response of one turn and assemble its events, touching no database. A turn
+    past its limits is refused (``TurnTooLarge``) as soon as it passes them."""
     if not files:
         raise ValueError("nothing to ingest: no response given")
     providers.adapter(provider)  # an unknown provider is refused before any file is read
-    builder, records = run.assemble((f.name, _parts(provider, f)) for f in files)
+    builder, records = run.assemble([(f.name, _parts(provider, f)) for f in files],
+                                    limits=turn_limits())
     return builder, redaction.redact_records(records)
 
 
 def _parts(provider: str, response: ResponseFile) -> Iterator[Part]:
     """The response's parts, read when the stream runner asks for them (so a malformed file
-    is named by it). Credentials never get past this point: the bytes are redacted first."""
-    yield from providers.parse(provider, redaction.redact_bytes(response.raw), response.context)
+    is named by it). Credentials never get past this point: the bytes are redacted first.
+    Parsed incrementally: memory per response is bounded by its parts, not its wire events."""
+    yield from providers.parse_incrementally(provider, redaction.redact_bytes(response.raw),
+                                             response.context)
 
 
 def ingest(

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from conversations import provenance, store
+from conversations.limits import check_turn
 from conversations.models import Attribution, Conversation, Event, Turn
 from conversations.redaction import redact_document
 from conversations.rendering import DocumentFormat, render_export
@@ -242,7 +243,11 @@ def _check_provenance(doc: dict[str, Any]) -> None:
 
 def import_document(doc: Any, *, owner: Any = None) -> Conversation:
     """Create a conversation from an export document (either projection), through the store.
-    All or nothing. Credentials found anywhere in it are redacted on the way in."""
+    All or nothing. Credentials found anywhere in it are redacted on the way in.
+
+    ``forked_from`` is kept only when ``owner`` may read that conversation: a link to anyone
+    else's would tell the importer that it exists. Without an owner (the management commands,
+    run by whoever runs the server) every conversation may be linked."""
     validate_export(doc)
     _check_provenance(doc)  # before redaction: a credential posing as a model is refused
     doc = redact_document(doc)
@@ -255,8 +260,10 @@ def import_document(doc: Any, *, owner: Any = None) -> Conversation:
         meta = doc["conversation"]
         forked_from = None
         if meta.get("forked_from"):
-            forked_from = Conversation.objects.filter(pk=_uuid(meta["forked_from"],
-                                                               "conversation.forked_from")).first()
+            readable = Conversation.objects.all() if owner is None else \
+                Conversation.objects.visible_to(owner)
+            forked_from = readable.filter(pk=_uuid(meta["forked_from"],
+                                                   "conversation.forked_from")).first()
         turns = [_new_turn(t, f"turns[{t_index}]", t_index, given_id)
                  for t_index, t in enumerate(doc["turns"])]
         seqs = [seq for turn in turns for seq in turn.seqs or ()]
@@ -278,6 +285,8 @@ def _new_turn(
     if t.get("end_reason"):
         _require(t["end_reason"] in END_REASONS, where,
                  f"unknown end_reason {t['end_reason']!r}")
+    check_turn(len(t["events"]), sum(len(e.get("attributions") or ()) for e in t["events"]),
+               where)
     records = []
     for e_index, e in enumerate(t["events"]):
         e_where = f"{where}.events[{e_index}]"

@@ -13,11 +13,13 @@ in JSON, so redacting wire text keeps it valid JSON / SSE.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus
 
 import orjson
 import re2
@@ -80,6 +82,15 @@ _RULES = (
     # Key-bearing URL query parameters (Gemini's ?key=AIza…, OAuth access_token=…).
     _Rule(r"(?i)([?&](?:key|api_key|apikey|api-key|access_token|token|client_secret|sig)=)"
           r"[^&#\s\"'\\<>]+", ("key=", "token=", "secret=", "sig="), fold=True, keep=True),
+    # The rest of a secret whose start was redacted elsewhere (a key split across stream
+    # chunks: the first chunk's part matched on its own, the rest arrived in the next one).
+    # A redaction swallows the key-shaped characters that follow it (a sentence's full stop
+    # stays, and so does a path after a redacted path segment: "/t/[REDACTED]/google"), and a
+    # header line whose value was cut after its start loses the rest of the line.
+    _Rule(r"\[REDACTED\](?=[A-Za-z0-9_\-~+=%])(?:[A-Za-z0-9_\-~+/=%]|\.(?=[A-Za-z0-9_\-]))+",
+          (MARK,)),
+    _Rule(rf"(?im)^([ \t-]*(?:{_HEADERS})[ \t]*:[ \t]*)\[REDACTED\][^\r\n]+", _HEADER_HINTS,
+          fold=True, keep=True),
 )
 
 
@@ -245,6 +256,121 @@ def redact_fragment(fragment: orjson.Fragment) -> orjson.Fragment:
     return fragment if redacted == raw else orjson.Fragment(redacted)
 
 
+# -- wire recordings (kept for exact replay) ---------------------------------------------------
+
+
+def _secret_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds secrets, in its own coordinates (every rule run on the original
+    text, spans merged), for texts that are pieces of one another (stream deltas)."""
+    if not may_hold_secret(text):
+        return []
+    spans = sorted(
+        (rule.start(m), m.end())
+        for rule in _TEXT_RULES for m in rule.regex.finditer(text) if rule.is_secret(m)
+    )
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        elif end > start:
+            merged.append((start, end))
+    return merged
+
+
+def _leaves(value: Any, path: tuple[Any, ...], out: list[tuple[tuple[Any, ...], Any, Any]],
+            parent: Any = None, key: Any = None) -> None:
+    if isinstance(value, str):
+        out.append((path, parent, key))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _leaves(v, (*path, k), out, value, k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _leaves(v, (*path, i), out, value, i)
+
+
+def _frame_json(line: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """``(prefix, json, line end)`` of a wire line that carries one JSON event (an SSE
+    ``data:`` line or a JSON line), else None."""
+    body = line.rstrip(b"\r\n")
+    end = line[len(body):]
+    if body.startswith(b"data:"):
+        prefix = b"data: " if body.startswith(b"data: ") else b"data:"
+    elif body.lstrip()[:1] in (b"{", b"["):
+        prefix = body[:len(body) - len(body.lstrip())]
+    else:
+        return None
+    return prefix, body[len(prefix):], end
+
+
+# What names the block an event continues (Anthropic's index, OpenAI's item and part): strings
+# at the same place in events of one block are pieces of one text.
+_BLOCK_KEYS = ("index", "output_index", "content_index", "item_id")
+
+
+def redact_wire(raw: bytes) -> bytes:
+    """Recorded wire bytes (SSE, JSON lines, a JSON document) with every credential redacted,
+    including one split across stream events: the strings at the same place in successive
+    events (a block's text deltas, a tool's input deltas) are read joined, and each piece of a
+    secret is cut out of the event that carries it (the first piece becomes ``[REDACTED]``).
+    Only the events that change are re-encoded; the result stays valid SSE / JSON."""
+    if isinstance(raw, str):
+        return redact_wire(raw.encode()).decode()
+    lines = raw.splitlines(keepends=True)
+    frames: list[tuple[int, bytes, bytes, Any]] = []  # (line index, prefix, end, data)
+    whole = None
+    stripped = raw.strip()
+    if stripped[:1] == b"[":
+        with contextlib.suppress(orjson.JSONDecodeError):
+            whole = orjson.loads(stripped)  # a saved stream as one JSON array
+    if isinstance(whole, list):
+        frames = [(-1, b"", b"", item) for item in whole]
+    else:
+        for n, line in enumerate(lines):
+            parsed = _frame_json(line)
+            if parsed is None:
+                continue
+            with contextlib.suppress(orjson.JSONDecodeError):
+                frames.append((n, parsed[0], parsed[2], orjson.loads(parsed[1])))
+    groups: dict[tuple[Any, ...], list[tuple[int, Any, Any]]] = {}
+    for i, (_n, _p, _e, data) in enumerate(frames):
+        found: list[tuple[tuple[Any, ...], Any, Any]] = []
+        _leaves(data, (), found)
+        block = tuple(data.get(k) for k in _BLOCK_KEYS) if isinstance(data, dict) else ()
+        for path, parent, key in found:
+            groups.setdefault((block, path), []).append((i, parent, key))
+    changed: set[int] = set()
+    for pieces in groups.values():
+        if len(pieces) < 2:
+            continue  # a secret within one string is redacted with the bytes below
+        texts = [parent[key] for _i, parent, key in pieces]
+        spans = _secret_spans("".join(texts))
+        if not spans:
+            continue
+        offset = 0
+        for (i, parent, key), text in zip(pieces, texts, strict=True):
+            start, end = offset, offset + len(text)
+            offset = end
+            out, last = [], 0
+            for s, e in spans:
+                if e <= start or s >= end:
+                    continue
+                a, b = max(s, start) - start, min(e, end) - start
+                out += [text[last:a], MARK if s >= start else ""]
+                last = b
+            if out:
+                parent[key] = "".join(out) + text[last:]
+                changed.add(i)
+    if not changed:
+        return redact_bytes(raw)
+    if whole is not None:
+        return redact_bytes(orjson.dumps(whole))
+    for i in changed:
+        n, prefix, end, data = frames[i]
+        lines[n] = prefix + orjson.dumps(data) + end
+    return redact_bytes(b"".join(lines))
+
+
 # -- redaction with an offset map (texts that attribution ranges address) ----------------------
 
 
@@ -381,12 +507,44 @@ def _redact_event(event: Any) -> Any:
     return out
 
 
+# -- log lines ----------------------------------------------------------------------------------
+
+# The recording proxy's path-form token (``/proxy/t/<token>/…``): an API token in a URL.
+_PATH_TOKEN = re.compile(r"(/proxy/t/)[^/\s?#\"']+")
+# A URL's query string in a log line (a request line, an access log entry).
+_QUERY = re.compile(r"\?[^\s\"'#<>]+")
+
+
+def _redact_query(match: re.Match[str]) -> str:
+    """Each parameter read as a client sent it (percent-decoded: ``Bearer+…``, ``%3A``): a
+    value that holds a credential once decoded is logged as ``[REDACTED]``."""
+    params = []
+    for param in match.group()[1:].split("&"):
+        name, eq, value = param.partition("=")
+        decoded = unquote_plus(value)
+        if eq and (redact_text(decoded) != decoded or redact_text(f"?{name}=x") != f"?{name}=x"):
+            value = MARK
+        params.append(f"{name}{eq}{value}")
+    return "?" + "&".join(params)
+
+
+def redact_log_line(text: str) -> str:
+    """A log line with every credential redacted: the rules above, the query parameters of any
+    URL in it as decoded, and the proxy's path token masked. Every log line and daphne's
+    access log go through this one function."""
+    if "/proxy/t/" in text:
+        text = _PATH_TOKEN.sub(lambda m: m.group(1) + MARK, text)
+    if "?" in text:
+        text = _QUERY.sub(_redact_query, text)
+    return redact_text(text)
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts the formatted message (attach it to handlers)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact_text(message)
+        cleaned = redact_log_line(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

@@ -171,9 +171,18 @@ def set_provenance(turn: Turn, provider: str, model: str) -> None:
         raise ProvenanceError("provenance is recorded once and never changed")
 
 
+class TurnFinished(ValueError):
+    """The turn is not streaming: it was finished already (a second finish is refused)."""
+
+
 def finish_turn(
     turn: Turn, *, status: str, end_reason: str, responses: Sequence[dict[str, Any]] = ()
 ) -> None:
+    """End a streaming turn. Compare-and-set: a turn that is not streaming (finished already,
+    say by the reaper) is refused with ``TurnFinished`` and left as it is."""
+    if status == Turn.Status.STREAMING:
+        raise ValueError("a turn is finished with a final status, not 'streaming'")
+    before = (turn.status, turn.end_reason, turn.completed_at, turn.responses)
     turn.status = status
     turn.end_reason = end_reason
     turn.completed_at = timezone.now()
@@ -187,6 +196,10 @@ def finish_turn(
         params.append(turn.responses)
     with connection.cursor() as cursor:
         cursor.execute(tables.finish_sql[bool(responses)], [*params, tables.uuid(turn.pk)])
+        finished = cursor.rowcount
+    if not finished:
+        turn.status, turn.end_reason, turn.completed_at, turn.responses = before
+        raise TurnFinished(f"turn {turn.pk} is not streaming: it was finished already")
 
 
 def resume_turn(turn: Turn) -> None:
@@ -586,7 +599,7 @@ class _Tables:
         )
         finish = (f"UPDATE {turns_table} SET {quote('status')} = %s, "
                   f"{quote('end_reason')} = %s, {quote('completed_at')} = %s")
-        where = f" WHERE {quote('id')} = %s"
+        where = f" WHERE {quote('id')} = %s AND {quote('status')} = 'streaming'"
         # (without, with) the responses column
         self.finish_sql = (finish + where, finish + f", {quote('responses')} = %s" + where)
         self.lock_sql = (

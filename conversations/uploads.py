@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from django.db import DataError, IntegrityError, transaction
 
 from conversations import ingest, redaction, store
+from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from conversations.projections import import_document
 from conversations.provenance import ProvenanceError
@@ -259,7 +260,7 @@ def _assemble(turn: ImportedTurn) -> tuple[EventBuilder, list[EventRecord]]:
         return ingest.assemble(wire[0].provider, [
             ingest.ResponseFile(r.name, r.raw, r.context) for r in wire])
     responses = [(r.name, r.parts) for r in turn.responses if isinstance(r, PartsResponse)]
-    return run.assemble(responses)
+    return run.assemble(responses, limits=turn_limits())
 
 
 def _title(specs: list[store.NewTurn], builder: EventBuilder | None) -> str:

@@ -31,3 +31,19 @@ class Recording(models.Model):
     @property
     def response_list(self) -> list[dict[str, Any]]:
         return orjson.loads(self.responses)
+
+
+class Heartbeat(models.Model):
+    """A runner's sign of life for the turn it streams, in the database: every process sees it
+    (a ``manage.py replay`` beside the server, several servers without a shared cache), so the
+    reaper never takes a turn whose runner is alive elsewhere. Gone when the turn finishes."""
+
+    turn = models.OneToOneField(
+        "conversations.Turn", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    beat_at = models.DateTimeField()
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"runner of {self.turn_id} on {self.host}:{self.pid} at {self.beat_at}"

@@ -17,14 +17,41 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import store, streaming
+from conversations import redaction, store, streaming
 from conversations.models import Turn
+from live.models import Heartbeat
 from streams.bodies import ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 
 log = logging.getLogger("turnscope.live")
 
 ORPHAN_AFTER = 60  # seconds of silence before a turn without heartbeat counts as orphaned
+
+
+# -- heartbeats: the runner's, in the database (every process sees it) and in the cache ---------
+
+
+def beat(turn_id: Any, info: dict[str, Any]) -> None:
+    """The runner of ``turn_id`` is alive (``info``: its host and pid)."""
+    Heartbeat.objects.update_or_create(
+        turn_id=turn_id,
+        defaults={"beat_at": timezone.now(), "host": str(info.get("host", ""))[:255],
+                  "pid": int(info.get("pid") or 0)},
+    )
+
+
+def stop_beating(turn_id: Any) -> None:
+    Heartbeat.objects.filter(turn_id=turn_id).delete()
+
+
+def is_running(turn_id: Any) -> bool:
+    """Whether a runner beats for ``turn_id``: in this process's cache (cheap, and shared when
+    it is Redis), else in the database (a runner in another process, e.g. ``manage.py
+    replay``, whose cache this process cannot see)."""
+    if streaming.is_running(turn_id):
+        return True
+    fresh = timezone.now() - timedelta(seconds=streaming.HEARTBEAT_TTL)
+    return Heartbeat.objects.filter(turn_id=turn_id, beat_at__gte=fresh).exists()
 
 
 def reap_orphans(conversation_id: Any = None, *, force: bool = False) -> list[Turn]:
@@ -36,7 +63,7 @@ def reap_orphans(conversation_id: Any = None, *, force: bool = False) -> list[Tu
     quiet_since = timezone.now() - timedelta(seconds=ORPHAN_AFTER)
     reaped = []
     for turn in turns:
-        if streaming.is_running(turn.pk):
+        if is_running(turn.pk):
             continue
         if not force and turn.conversation.updated_at > quiet_since:
             continue
@@ -51,8 +78,8 @@ def _finish_orphan(turn: Turn) -> bool:
     tail = streaming.current_tail(turn.pk) or {}
     with transaction.atomic():
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
-        if locked.status != Turn.Status.STREAMING:
-            return False
+        if locked.status != Turn.Status.STREAMING or is_running(turn.pk):
+            return False  # finished meanwhile, or its runner beat since the first look
         text = tail.get("text") or ""
         if tail.get("key") and text:
             cites = [
@@ -64,8 +91,11 @@ def _finish_orphan(turn: Turn) -> bool:
                                      body=ReasoningBody(redacted=False))
             else:
                 record = EventRecord("message", text=text, incomplete=True, attributions=cites)
-            store.append_events(locked, [record])
+            # The tail is the text as it streamed, redacted a chunk at a time: a key split
+            # across chunks is only whole here.
+            store.append_events(locked, redaction.redact_records([record]))
         store.finish_turn(locked, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
+        stop_beating(turn.pk)
     streaming.forget_db_tail(turn.pk)
     try:
         streaming.drop_tail(turn.pk)

@@ -41,8 +41,9 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
 from conversations import provenance, redaction, store, streaming
+from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
-from live import publish, sources
+from live import publish, recovery, sources
 from live.models import Recording
 from streams import parts
 from streams.bodies import ActivityBody, ErrorBody
@@ -52,6 +53,7 @@ from streams.run import TurnStream
 log = logging.getLogger("turnscope.live")
 
 COALESCE_SECONDS = 0.05
+_BEAT_INFO = {"host": socket.gethostname(), "pid": os.getpid()}  # who runs the turn
 
 
 def _db(fn: Any) -> Any:
@@ -92,6 +94,7 @@ def _open_turns(
     specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
+        recovery.beat(opened[-1][0].pk, _BEAT_INFO)  # alive from its first moment
         if recording:
             provider, responses = recording
             Recording.objects.create(
@@ -110,6 +113,7 @@ def _resume_turn(
     stored_parts = list(stored)  # read here, in the database thread
     with transaction.atomic():
         store.resume_turn(turn)
+        recovery.beat(turn.pk, _BEAT_INFO)
         events = store.append_events(turn, redaction.redact_records(before))
     return events, [stored_parts]
 
@@ -217,7 +221,7 @@ class TurnRunner:
         self.coalesce = coalesce
         self.layer = layer
         self.turn: Turn | None = None
-        self.stream = TurnStream(on_unreadable="cut")
+        self.stream = TurnStream(on_unreadable="cut", limits=turn_limits())
         self.builder = self.stream.builder
         self.last_seq = 0
         # tail state
@@ -305,7 +309,7 @@ class TurnRunner:
         self.turn = opened[-1][0]
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
         await self._write_tail()
-        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+        await self._beat(in_database=False)
         await publish.publish_all(self.conversation.pk,
                                   _opened_messages(opened, self.last_seq), self.layer)
 
@@ -316,7 +320,7 @@ class TurnRunner:
         self._provenance_done = bool(turn.provider)  # recorded once, by the first response
         self.last_seq = events[-1].seq if events else await _db(_last_seq)(self.conversation)
         await self._write_tail()
-        await _cache(streaming.beat, turn.pk, self._beat_info())
+        await self._beat(in_database=False)
         out = [_turn_message(turn, self.last_seq - len(events))]
         if events:
             out.append(_events_message(turn, [_event_brief(e) for e in events]))
@@ -529,6 +533,7 @@ class TurnRunner:
             self._tail_in_db = False
             await _db(streaming.forget_db_tail)(self.turn.pk)
         await _cache(streaming.stop_beating, self.turn.pk)
+        await _db(recovery.stop_beating)(self.turn.pk)
         await self._publish_turn()
 
     async def _abort(self) -> None:
@@ -553,11 +558,19 @@ class TurnRunner:
     def _beat_info(self) -> dict[str, Any]:
         return {"host": socket.gethostname(), "pid": os.getpid()}
 
+    async def _beat(self, *, in_database: bool = True) -> None:
+        """A sign of life where every process sees it (the database: a reaper in another
+        process must not take this turn), and in the cache (the cheap look)."""
+        assert self.turn is not None
+        if in_database:
+            await _db(recovery.beat)(self.turn.pk, self._beat_info())
+        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+
     async def _heartbeat(self) -> None:
         assert self.turn is not None
         while True:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
-            await _cache(streaming.beat, self.turn.pk, self._beat_info())
+            await self._beat()
 
 
 def _fail(turn: Turn, code: str, message: str) -> list[Event]:
@@ -567,6 +580,7 @@ def _fail(turn: Turn, code: str, message: str) -> list[Event]:
             return []  # it ended already: what it holds stands
         events = store.append_events(locked, [EventRecord("error", body=ErrorBody(code, message))])
         store.finish_turn(locked, status=Turn.Status.FAILED, end_reason="error")
+        recovery.stop_beating(turn.pk)
     turn.status, turn.end_reason = locked.status, locked.end_reason
     return events
 

@@ -64,15 +64,18 @@ def pace(part: parts.Part) -> float:
 
 def redacted(responses: list[WireResponse]) -> list[WireResponse]:
     """The responses with credential-shaped text removed, before anything parses or keeps them
-    (as ingest does): streamed deltas, events and the kept recording are all redacted."""
-    return [WireResponse(r.name, redaction.redact_text(r.raw), r.api_version, r.endpoint,
+    (as ingest does): streamed deltas, events and the kept recording are all redacted, a key
+    split across stream events too (``redact_wire``)."""
+    return [WireResponse(r.name, redaction.redact_wire(r.raw), r.api_version, r.endpoint,
                          r.request) for r in responses]
 
 
 def wire_responses(provider: str, responses: list[WireResponse]) -> list[Iterator[parts.Part]]:
-    """Adapter-parsed part streams, one per recorded response (parsed lazily, in order)."""
+    """Adapter-parsed part streams, one per recorded response (parsed lazily, in order, one
+    event at a time)."""
     providers.adapter(provider)  # fail early on an unknown provider
-    return [providers.parse(provider, r.raw.encode(), r.context()) for r in responses]
+    return [providers.parse_incrementally(provider, r.raw.encode(), r.context())
+            for r in responses]
 
 
 _PIECE = re.compile(r"\S+\s*|\s+")

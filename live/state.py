@@ -42,7 +42,7 @@ def conversation_state(conversation: Conversation, after: int = 0) -> dict[str, 
         })
     streaming_ids = [t["id"] for t in turns if t["status"] == Turn.Status.STREAMING]
     # A streaming turn whose runner stopped beating may be an orphan: finish it, read again.
-    if any(not streaming.is_running(t) for t in streaming_ids) and recovery.reap_orphans(
+    if any(not recovery.is_running(t) for t in streaming_ids) and recovery.reap_orphans(
         conversation.pk
     ):
         return conversation_state(conversation, after)

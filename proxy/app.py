@@ -299,19 +299,18 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
             await asyncio.shield(response.aclose())
 
 
-_PATH_TOKEN = re.compile(r"(/proxy/t/)[^/\s]+")
-
-
 def redacted_path(text: str) -> str:
-    """A request line as it may be logged: no path token, no credential (``?key=``)."""
-    from conversations.redaction import redact_text
+    """A request line as it may be logged: no path token, no credential (``?key=``, or any
+    query parameter that holds one), exactly as every other log line."""
+    from conversations.redaction import redact_log_line
 
-    return redact_text(_PATH_TOKEN.sub(r"\1[REDACTED]", text))
+    return redact_log_line(text)
 
 
 def redact_access_log() -> None:
-    """Daphne's access log writes every request's path with its query: the path-form token and
-    Gemini's ``?key=`` would land in it. Its entries go through ``redacted_path`` instead."""
+    """Daphne's access log writes every request's path with its query straight to a stream (not
+    through ``logging``): the path-form token and keys in query parameters would land in it.
+    Its entries go through the log redaction (``redacted_path``) instead."""
     try:
         from daphne.access import AccessLogGenerator
     except ImportError:

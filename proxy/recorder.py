@@ -165,7 +165,8 @@ class Recorder:
         await self._drain()
         if self._overflow:
             raise RecordingFailed(f"the response was larger than {MAX_BUFFERED} bytes")
-        await _db(_keep)(turn, placement.conversation, self.provider, self._wire_response(),
+        response = await _off_loop(self._wire_response)  # a scan of the whole response
+        await _db(_keep)(turn, placement.conversation, self.provider, response,
                          placement.resume is not None)
         log.info("proxy: recorded %s %s into turn %s (%s, %s); usage %s", self.provider,
                  self.endpoint.path, turn.pk, turn.status, turn.end_reason or "-",
@@ -173,7 +174,9 @@ class Recorder:
         return turn
 
     def _wire_response(self) -> WireResponse:
-        raw = b"".join(self.raw).decode("utf-8", "replace")
+        # Redacted a line at a time as it streamed; now whole, so that a key split across
+        # stream events leaves none of its pieces in the kept recording either.
+        raw = redaction.redact_wire(b"".join(self.raw)).decode("utf-8", "replace")
         return WireResponse(name=f"{self.provider} {self.endpoint.path}", raw=raw,
                             api_version=self.api_version, endpoint=self.url,
                             request=self.request)

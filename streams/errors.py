@@ -44,3 +44,8 @@ def check_depth(value: object, limit: int = MAX_JSON_DEPTH, *, source: str = "")
         if depth > limit:
             raise MalformedInput(f"nested more than {limit} levels deep", source=source)
         stack.extend((child, depth + 1) for child in children)
+
+
+class TurnTooLarge(ValueError):
+    """The turn has more events or citations than a turn may hold (``TurnLimits``): refused
+    whole when it is recorded input, cut there when it streams live."""

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from streams import parts
 from streams.builder import EventBuilder, EventRecord, TurnOutcome
-from streams.errors import MalformedInput
+from streams.errors import MalformedInput, TurnTooLarge
 from streams.registries import TRIGGERS
 
 log = logging.getLogger("turnscope.streams")
@@ -39,12 +40,26 @@ CONTINUATION_TRIGGERS = {"pause_turn": "pause_turn", "tool_use": "tool_result"}
 OnUnreadable = Literal["refuse", "cut"]
 
 
+@dataclass(frozen=True)
+class TurnLimits:
+    """How much one turn may hold (None: no limit). A cheap request must not cost a lot: a
+    response with 60,000 citations is refused as it is read, not after it is assembled."""
+
+    events: int | None = None
+    citations: int | None = None
+
+
 class TurnStream:
     """One agent turn's responses through one ``EventBuilder``."""
 
-    def __init__(self, *, on_unreadable: OnUnreadable = "refuse") -> None:
+    def __init__(
+        self, *, on_unreadable: OnUnreadable = "refuse", limits: TurnLimits | None = None
+    ) -> None:
         self.builder = EventBuilder()
         self.on_unreadable = on_unreadable
+        self.limits = limits or TurnLimits()
+        self.events = 0  # completed so far, over every response of the turn
+        self.citations = 0  # citation parts read so far
         self._open = False
 
     # -- what the turn looks like so far ----------------------------------------------------
@@ -81,13 +96,30 @@ class TurnStream:
         return trigger
 
     def feed(self, part: parts.Part) -> list[EventRecord]:
-        """One part of the open response; returns the events it completes."""
-        return self.builder.feed(part)
+        """One part of the open response; returns the events it completes. ``TurnTooLarge``
+        once the turn passes its limits."""
+        if isinstance(part, parts.Citation):
+            self.citations += 1
+            limit = self.limits.citations
+            if limit is not None and self.citations > limit:
+                raise TurnTooLarge(f"the turn has more than {limit} citations (the limit)")
+        records = self.builder.feed(part)
+        self._count(records)
+        return records
 
     def end(self) -> list[EventRecord]:
         """The open response's input is exhausted (without its end event it was cut)."""
         self._open = False
-        return self.builder.end_response()
+        records = self.builder.end_response()
+        if self.on_unreadable == "refuse":  # a live turn keeps what ending it commits
+            self._count(records)
+        return records
+
+    def _count(self, records: list[EventRecord]) -> None:
+        self.events += len(records)
+        limit = self.limits.events
+        if limit is not None and self.events > limit:
+            raise TurnTooLarge(f"the turn has more than {limit} events (the limit)")
 
     def unreadable(self, exc: ValueError | TypeError) -> list[EventRecord]:
         """The rest of the open response cannot be read: refuse, or end it here as cut."""
@@ -154,13 +186,14 @@ def assemble(
     responses: Iterable[tuple[str, Iterable[parts.Part]]],
     *,
     on_unreadable: OnUnreadable = "refuse",
+    limits: TurnLimits | None = None,
 ) -> tuple[EventBuilder, list[EventRecord]]:
     """Run a whole turn's responses (``(name, parts)`` in order) and return the builder (how
     the turn ended, its provenance and usage) with every event, touching nothing else.
 
     A response that follows a cut or failed one is refused: it cannot continue that turn.
     """
-    stream = TurnStream(on_unreadable=on_unreadable)
+    stream = TurnStream(on_unreadable=on_unreadable, limits=limits)
     records: list[EventRecord] = []
     any_response = False
     for name, source in responses:

@@ -155,6 +155,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Failed logins per client address and username (turnscope.auth), and live replays started
+# per user (live.views): "N/period", period s, min, hour or day, e.g. "10/15min".
+AUTHENTICATION_BACKENDS = ["turnscope.auth.LoginRateLimit",
+                           "django.contrib.auth.backends.ModelBackend"]
+TURNSCOPE_LOGIN_FAILURES = os.environ.get("TURNSCOPE_LOGIN_FAILURES", "10/15min")
+TURNSCOPE_REPLAY_RATE = os.environ.get("TURNSCOPE_REPLAY_RATE", "10/min")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "conversation-list"
 LOGOUT_REDIRECT_URL = "login"
@@ -277,6 +283,11 @@ TURNSCOPE_MAX_CONTINUATIONS = int(os.environ.get("TURNSCOPE_MAX_CONTINUATIONS", 
 TURNSCOPE_PROXY_MAX_BODY_BYTES = int(
     os.environ.get("TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
 
+# How much one turn may hold: a response past either is refused whole (ingest, import: a 413 or
+# a command error, nothing written) or cut there (a live or proxied stream ends interrupted).
+TURNSCOPE_MAX_EVENTS_PER_TURN = int(os.environ.get("TURNSCOPE_MAX_EVENTS_PER_TURN", 20_000))
+TURNSCOPE_MAX_CITATIONS_PER_TURN = int(os.environ.get("TURNSCOPE_MAX_CITATIONS_PER_TURN", 5_000))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -288,6 +299,10 @@ LOGGING = {
     "loggers": {
         "turnscope": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # The development servers' access logs (daphne's runserver, Django's): request paths
+        # with their queries, redacted like every other line.
+        "django.channels.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # httpx logs each request's URL at INFO, and a proxied Gemini URL may carry ?key=.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

@@ -23,10 +23,12 @@ def favicon(request: HttpRequest) -> HttpResponse:
     return response
 
 
+from turnscope import auth
+
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("turnscope.api_routes")),
     path("csp-report/", security.csp_report, name="csp-report"),

@@ -74,7 +74,7 @@ def build_conversation(owner=None, title="Weather in Paris") -> Conversation:
     conversation = store.create_conversation(title=title, owner=owner)
     add_user_turn(conversation, "What is the weather in Paris?")
     agent = add_turn(conversation, "agent", provider="anthropic",
-                             model="claude-sonnet-4-20250514")
+                             model="claude-sonnet-4-20250514", status="streaming")
     store.append_events(agent, [
         EventRecord("hosted_activity", body=ActivityBody(
             "srvtoolu_01", "web_search", "completed", {"query": "paris weather"}, "2 results",
@@ -98,7 +98,7 @@ def build_conversation(owner=None, title="Weather in Paris") -> Conversation:
     ])
     store.finish_turn(agent, status="complete", end_reason="end_turn")
     add_user_turn(conversation, "And tomorrow?")
-    unknown = add_turn(conversation, "agent")
+    unknown = add_turn(conversation, "agent", status="streaming")
     store.append_events(unknown, [EventRecord("message", text="Probably rain.")])
     store.finish_turn(unknown, status="complete", end_reason="end_turn")
     system = add_turn(conversation, "system")

@@ -63,7 +63,7 @@ def test_fork_copies_agent_model_verbatim_and_never_resolves_it(alice, monkeypat
     import providers
 
     conversation = store.create_conversation(owner=alice)
-    retired = add_turn(conversation, "agent", provider="acme-retired",
+    retired = add_turn(conversation, "agent", provider="acme-retired", status="streaming",
                                model="acme/legacy-1@2019+beta")
     store.finish_turn(retired, status="complete", end_reason="end_turn")
 

@@ -172,13 +172,35 @@ def test_finish_turn_checks_the_end_reason_and_keeps_responses_unless_given():
     turn = add_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
     store.finish_turn(turn, status="complete", end_reason="end_turn",
                       responses=[{"trigger": "initial"}])
-    store.finish_turn(turn, status="interrupted", end_reason="interrupted")
     fresh = Turn.objects.get(pk=turn.pk)
-    assert (fresh.status, fresh.end_reason) == ("interrupted", "interrupted")
+    assert (fresh.status, fresh.end_reason) == ("complete", "end_turn")
     assert fresh.responses_list == [{"trigger": "initial"}] and fresh.completed_at
+    other = add_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
     with pytest.raises(Exception, match="not_an_end_reason"):
-        store.finish_turn(turn, status="complete", end_reason="not_an_end_reason")
-    assert Turn.objects.get(pk=turn.pk).end_reason == "interrupted"
+        store.finish_turn(other, status="complete", end_reason="not_an_end_reason")
+    assert Turn.objects.get(pk=other.pk).status == "streaming"
+    store.finish_turn(other, status="interrupted", end_reason="interrupted")
+    assert Turn.objects.get(pk=other.pk).responses_list == []
+
+
+def test_a_finished_turn_refuses_a_second_finish():
+    """The reaper finished it, then its runner (alive elsewhere) tries: the first finish
+    stands (issue 11, item 5)."""
+    conversation = store.create_conversation()
+    turn = add_turn(conversation, Turn.Role.AGENT, status=Turn.Status.STREAMING)
+    store.finish_turn(turn, status="interrupted", end_reason="interrupted")
+    stamped = Turn.objects.get(pk=turn.pk).completed_at
+    late = Turn.objects.get(pk=turn.pk)
+    with pytest.raises(store.TurnFinished):
+        store.finish_turn(late, status="complete", end_reason="end_turn",
+                          responses=[{"trigger": "initial"}])
+    fresh = Turn.objects.get(pk=turn.pk)
+    assert (fresh.status, fresh.end_reason, fresh.completed_at) == (
+        "interrupted", "interrupted", stamped)
+    assert fresh.responses_list == [] and late.status == "interrupted"
+    with pytest.raises(store.TurnFinished):
+        store.finish_turn(add_turn(conversation, Turn.Role.AGENT), status="complete",
+                          end_reason="end_turn")  # never streamed: nothing to finish
 
 
 def test_given_ids_and_seqs_are_kept():

@@ -1,0 +1,28 @@
+"""How much one turn may hold, for every way a turn comes in (ingest, uploads and imports, the
+live runner, the recording proxy): a cheap request must not cost a lot."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from streams.errors import TurnTooLarge
+from streams.run import TurnLimits
+
+__all__ = ["TurnLimits", "TurnTooLarge", "check_turn", "turn_limits"]
+
+
+def turn_limits() -> TurnLimits:
+    """``TURNSCOPE_MAX_EVENTS_PER_TURN`` and ``TURNSCOPE_MAX_CITATIONS_PER_TURN``."""
+    return TurnLimits(
+        events=int(getattr(settings, "TURNSCOPE_MAX_EVENTS_PER_TURN", 20_000)),
+        citations=int(getattr(settings, "TURNSCOPE_MAX_CITATIONS_PER_TURN", 5_000)),
+    )
+
+
+def check_turn(events: int, citations: int, where: str = "the turn") -> None:
+    """Refuse (``TurnTooLarge``) a turn that holds more than the limits allow."""
+    limits = turn_limits()
+    if limits.events is not None and events > limits.events:
+        raise TurnTooLarge(f"{where} has more than {limits.events} events (the limit)")
+    if limits.citations is not None and citations > limits.citations:
+        raise TurnTooLarge(f"{where} has more than {limits.citations} citations (the limit)")

@@ -1,0 +1,65 @@
+"""The live runner: a key split across stream chunks at any offset is never stored, kept in the
+recording, cached as the tail or published as a delta (issue 11, item 1)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from conversations import redaction, store, streaming
+from conversations.models import Event
+from live import recovery, runner, sources
+from tests.live.helpers import Listener, by_type
+from tests.split_secrets import (
+    SPLIT_SECRETS,
+    as_sse,
+    assert_nothing_kept,
+    leaks,
+    sentence,
+    split_cases,
+    split_stream,
+)
+from tests.support import add_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_live_turn_keeps_no_piece_of_a_key_split_at_any_offset(owner):
+    cases = split_cases()
+    raw = as_sse(split_stream(cases))
+    conversation = store.create_conversation(title="live split", owner=owner)
+
+    async def go():
+        async with Listener(conversation.pk) as listener:
+            task = asyncio.ensure_future(runner.run_recording(
+                conversation, "anthropic", [sources.WireResponse("split", raw.decode())],
+                speed=0, coalesce=0.01))
+            await listener.drain(until=task, quiet=0.2)
+            return await task, listener.messages
+
+    turn, messages = async_to_sync(go)()
+    assert turn.status == "complete"
+    assert_nothing_kept(conversation, cases)
+    published = "".join(m["text"] for m in by_type(messages, "delta"))
+    assert published and not leaks(published, "deltas")
+
+
+def test_an_orphaned_tail_keeps_no_piece_of_a_split_key(owner):
+    """The tail is the text as it streamed (redacted a chunk at a time, as the proxy does): when
+    the reaper commits it, a key split across chunks is redacted whole."""
+    for secret in SPLIT_SECRETS:  # one conversation per secret: the local cache holds 300 keys
+        conversation = store.create_conversation(owner=owner)
+        expected = {}
+        for offset in range(1, len(secret)):
+            text = sentence(secret)
+            cut = text.index(secret) + offset
+            streamed = redaction.redact_text(text[:cut]) + redaction.redact_text(text[cut:])
+            turn = add_turn(conversation, "agent", status="streaming")
+            streaming.write_tail(turn.pk, {"key": "b0", "kind": "message", "text": streamed,
+                                           "delta_seq": 1, "block_seq": 1, "citations": []})
+            expected[turn.pk] = redaction.redact_text(text)
+        assert len(recovery.reap_orphans(conversation.pk, force=True)) == len(expected)
+        assert dict(Event.objects.filter(conversation=conversation).values_list(
+            "turn_id", "text")) == expected
