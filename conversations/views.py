@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -68,19 +70,56 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     })
 
 
+def _index_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
+def _turn_param(request: HttpRequest) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(request.GET.get("turn", ""))
+    except ValueError:
+        return None
+
+
+def _window(request: HttpRequest, conversation: Conversation,
+            end: int | None = None) -> reading.TurnWindow:
+    """The window of turns asked for: ``?from=<index>``, or ``?turn=<id>`` (a deep link: the
+    window holding that turn), else the newest turns."""
+    return reading.turn_window(
+        conversation, size=settings.TURNSCOPE_PAGE_TURNS, start=_index_param(request, "from"),
+        turn_id=_turn_param(request), end=end,
+    )
+
+
 @login_required
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpResponse:
     conversation = _visible(request, conversation_id)
-    views = reading.turn_views(conversation)
+    window = _window(request, conversation)
     response = render(request, "conversations/detail.html", {
         "conversation": conversation,
-        "turns": views,
+        "turns": window.views,
+        "window": window,
         "last_seq": conversation.next_seq - 1,
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
     })
-    return _allow_chip_styles(response, views)
+    return _allow_chip_styles(response, window.views)
+
+
+@login_required
+@require_GET
+def turn_window_fragment(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """``GET /c/<id>/turns/?from=K&to=S``: the turns from K up to (not including) S, and the
+    "Earlier turns" control before them when there are more; what the page's script inserts
+    when "Earlier turns" is activated."""
+    conversation = _visible(request, conversation_id)
+    window = _window(request, conversation, end=_index_param(request, "to"))
+    response = render(request, "conversations/_window.html", {
+        "conversation": conversation, "turns": window.views, "window": window,
+    })
+    return _allow_chip_styles(response, window.views)
 
 
 @login_required
