@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.handlers.asgi import ASGIRequest
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -24,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from conversations import discard, reading, redaction, store, upload_limits, uploads
 from conversations.models import Conversation
+from conversations.responses import streaming_response
 
 log = logging.getLogger("turnscope.views")
 
@@ -170,10 +169,8 @@ def _upload(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"detail": "No file was uploaded."}, status=400)
     results = uploads.import_files(files, owner=request.user, format=fmt)
     if "application/x-ndjson" in request.headers.get("Accept", ""):
-        lines = _result_lines(results, files)
-        if isinstance(request, ASGIRequest):
-            return StreamingHttpResponse(_in_thread(lines), content_type="application/x-ndjson")
-        return StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        return streaming_response(request, _result_lines(results, files),
+                                  "application/x-ndjson")
     reports = [uploads.report(r, _url) for r in results if not isinstance(r, uploads.Progress)]
     return render(request, "conversations/upload_results.html", {
         "files": [f.name for f in files], "reports": reports,
@@ -210,14 +207,6 @@ def _result_lines(results: Iterator[uploads.Result], files: list[uploads.Upload]
                             "error; what is listed above was imported."}) + b"\n"
         return
     yield orjson.dumps({"type": "done", "imported": imported, "problems": problems}) + b"\n"
-
-
-async def _in_thread(lines: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """A blocking iterator served from an ASGI response: each step in the database thread,
-    so the event loop is never blocked and each line goes out as soon as it is made."""
-    step = sync_to_async(lambda: next(lines, None), thread_sensitive=True)
-    while (line := await step()) is not None:
-        yield line
 
 
 @login_required

@@ -20,7 +20,7 @@ from .entry_point import (
     clean_search_entry_point,
     search_entry_point_srcdoc,
 )
-from .exports import DocumentFormat, render_export
+from .exports import DocumentFormat, export_head, export_turn, join_export, render_export
 from .items import RenderedTurn, SanitizedHTML
 from .links import source_anchor, text_fragment
 from .markdown import MAX_MARKDOWN_CHARS, Cite, cite_plugin, render_markdown
@@ -41,6 +41,9 @@ __all__ = [
     "cite_plugin",
     "clean_html",
     "clean_search_entry_point",
+    "export_head",
+    "export_turn",
+    "join_export",
     "normalise_url",
     "number_sources",
     "render_event_html",

@@ -138,3 +138,126 @@ def test_window_size_is_configurable(client, alice, settings):
     html = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
     assert indexes(html) == list(range(13, 20))
     assert "?from=6" in html
+
+
+# -- exports: streamed a batch of turns at a time, finished turns' chunks cached ------------
+
+
+def _whole(conversation, fmt, projection="portable") -> bytes:
+    """The export made whole, the way it was before it streamed: one document, one dump."""
+    import orjson
+
+    from conversations.projections import conversation_dict
+    from conversations.rendering import render_export
+
+    if fmt == "json":
+        return orjson.dumps(conversation_dict(conversation, projection),
+                            option=orjson.OPT_INDENT_2)
+    return render_export(conversation_dict(conversation, "portable"), fmt).encode()
+
+
+@pytest.mark.parametrize(("fmt", "projection"), [("json", "portable"), ("json", "native"),
+                                                 ("markdown", "portable"),
+                                                 ("html", "portable")])
+def test_streamed_export_is_the_whole_document_byte_for_byte(alice, fmt, projection,
+                                                             monkeypatch):
+    from conversations import projections
+
+    monkeypatch.setattr(projections, "EXPORT_BATCH", 7)  # several batches
+    monkeypatch.setattr(projections, "CHUNK_BYTES", 4096)
+    conversation = build_long_conversation(40, owner=alice, title="Forty *turns* <b>")
+    expected = _whole(conversation, fmt, projection)
+    for attempt in ("rendered", "cached"):
+        chunks = list(projections.export_stream(conversation, fmt, projection))
+        assert len(chunks) > 3, attempt
+        assert b"".join(chunks) == expected, attempt
+    empty = store.create_conversation(title="empty", owner=alice)
+    assert projections.export_document(empty, fmt, projection) == _whole(empty, fmt, projection)
+
+
+def test_finished_turns_are_exported_from_the_cache(alice, monkeypatch):
+    from conversations import projections
+    from conversations.models import TurnExport
+
+    conversation = build_long_conversation(12, owner=alice)
+    first = projections.export_document(conversation, "markdown")
+    assert TurnExport.objects.filter(turn__conversation=conversation,
+                                     format="markdown").count() == 12
+    with monkeypatch.context() as m:
+        m.setattr(projections, "export_turn", lambda *a: pytest.fail("rendered again"))
+        assert projections.export_document(conversation, "markdown") == first
+        # A rename changes the head only; the turns still come from the cache.
+        store.rename_conversation(conversation, "Renamed")
+        assert projections.export_document(conversation, "markdown").startswith(b"# Renamed")
+    # A streaming turn is exported (as far as it has got) but not cached; once it has
+    # finished, its chunk is made again and cached.
+    [(turn, _)] = store.open_turns(conversation, [store.NewTurn(
+        "agent", [], status=Turn.Status.STREAMING)])
+    assert b"Turn 13 \xc2\xb7 Agent" in projections.export_document(conversation, "markdown")
+    assert not TurnExport.objects.filter(turn=turn).exists()
+    store.finish_turn(turn, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
+    text = projections.export_document(conversation, "markdown")
+    assert b"_Status: interrupted (interrupted)_" in text
+    assert TurnExport.objects.filter(turn=turn, format="markdown").count() == 1
+    assert text == _whole(conversation, "markdown")
+
+
+def _peak(conversation, fmt) -> tuple[int, int]:
+    import gc
+
+    from conversations import projections
+
+    gc.collect()
+    tracemalloc.start()
+    size = sum(len(chunk) for chunk in projections.export_stream(conversation, fmt))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return size, peak
+
+
+@pytest.mark.slow
+def test_export_memory_is_flat(long_db, alice):
+    """Streaming the 5,000-turn conversation holds no more than streaming a 500-turn one;
+    rendering 720 turns no more than twice what rendering 120 does (the batch bounds it, not
+    the size)."""
+    _, long = long_db
+    short = build_long_conversation(500, owner=alice)
+    for attempt in ("made", "cached"):
+        (small, low), (big, high) = _peak(short, "json"), _peak(long, "json")
+        assert big > 8 * small
+        assert high < 2 * low + 1024 * 1024, (attempt, low, high)
+    few, many = (build_long_conversation(n, owner=alice) for n in (120, 720))
+    for fmt in ("markdown", "html"):
+        (small, low), (big, high) = _peak(few, fmt), _peak(many, fmt)
+        assert big > 4 * small
+        assert high < 2 * low + 1024 * 1024, (fmt, low, high)
+
+
+def test_export_response_streams(client, alice):
+    conversation = build_long_conversation(30, owner=alice)
+    client.force_login(alice)
+    for fmt in ("json", "markdown", "html"):
+        response = client.get(f"/api/v1/conversations/{conversation.pk}/export", {"format": fmt})
+        assert response.status_code == 200 and response.streaming
+        assert b"".join(response.streaming_content) == _whole(conversation, fmt)
+
+
+def test_export_response_streams_under_asgi(alice):
+    """Served by daphne, the stream is read a step at a time in the database thread (Django
+    would read a synchronous iterator whole into memory first)."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    conversation = build_long_conversation(30, owner=alice)
+
+    async def fetch() -> tuple[bool, bytes]:
+        client = AsyncClient()
+        await client.aforce_login(alice)
+        response = await client.get(f"/api/v1/conversations/{conversation.pk}/export",
+                                    {"format": "markdown"})
+        assert response.status_code == 200
+        return response.is_async, b"".join([chunk async for chunk in response.streaming_content])
+
+    is_async, body = async_to_sync(fetch)()
+    assert is_async
+    assert body == _whole(conversation, "markdown")
