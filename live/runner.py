@@ -4,11 +4,12 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
 ``sync_to_async``). It is the only writer of its turn. For every part:
 
 * text deltas are folded into the turn's *tail* and flushed on the leading edge: the first
-  text of a burst goes out at once, and only what follows within ``coalesce`` seconds of a
-  flush is gathered into the next one (so a viewer waits for the window only while text keeps
-  coming). The tail goes to the cache (``conversations.streaming``) first, then one ``delta``
-  message is published with the next per-turn ``delta_seq`` and ``rx``, when the oldest text
-  in it reached the runner (what ``bench.live`` measures a viewer's wait from);
+  text of a burst goes out at once, and only what follows within ``coalesce`` seconds of it
+  is gathered, into one delta at the window's end; the next text after that begins a new
+  burst (so a viewer waits for the window only for what came inside one). The tail goes to
+  the cache (``conversations.streaming``) first, then one ``delta`` message is published with
+  the next per-turn ``delta_seq`` and ``rx``, when the oldest text in it reached the runner
+  (what ``bench.live`` measures a viewer's wait from);
 * events the builder completes are committed: a block that closes the tail at once (tail cleared
   first, then the store) so a fragment rendered at any moment shows a block either in the tail
   or as an event, never both; other events (activity transitions, blocks that streamed no text)
@@ -235,6 +236,7 @@ class TurnRunner:
         self._model_unannounced = False  # recorded, not yet in a published turn message
         self.flush_at: float | None = None
         self.window_end = float("-inf")  # text queued before this waits for the window
+        self._opens_window = False  # the pending text came outside a window: a burst begins
         self.pending_rx: float | None = None  # when the oldest pending text arrived (ms)
         self._due = 0.0
         self._provenance_done = False
@@ -395,7 +397,10 @@ class TurnRunner:
             self.pending_rx = protocol.now_ts()
         # Leading edge: outside a window the text is due now (``_handle`` flushes it before
         # the next part is read); inside one it waits for the window's end.
-        due = max(self._now(), self.window_end)
+        now = self._now()
+        due = max(now, self.window_end)
+        if due == now and not self._opens_window:
+            self._opens_window = True
         if self.flush_at is None or due < self.flush_at:
             self.flush_at = due
 
@@ -439,7 +444,9 @@ class TurnRunner:
         text, cites = "".join(self.pending), self.pending_cites
         self.pending, self.pending_cites = [], []
         rx, self.pending_rx = self.pending_rx, None
-        self.window_end = self._now() + self.coalesce  # what comes next waits for the window
+        if self._opens_window:  # a burst's first text: what follows waits for the window
+            self._opens_window = False
+            self.window_end = self._now() + self.coalesce
         self.delta_seq += 1
         if self.block_seq is None:
             self.block_seq = self.delta_seq
