@@ -17,6 +17,7 @@ from typing import Any, Literal
 import orjson
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Prefetch, QuerySet
+from django.db.models.functions import Length
 
 from conversations import provenance, store
 from conversations.models import Attribution, Conversation, Event, Turn, TurnExport
@@ -172,7 +173,7 @@ def export_document(
 
 # A long conversation is exported a batch of turns at a time: what one request holds is a
 # batch, never the conversation. Chunks are handed on in pieces of about CHUNK_BYTES.
-EXPORT_BATCH = 100
+EXPORT_BATCH = 250
 CHUNK_BYTES = 256 * 1024
 
 
@@ -232,35 +233,44 @@ def _coalesced(pieces: Iterator[bytes]) -> Iterator[bytes]:
         yield b"".join(buffered)
 
 
-def _export_key(turn: Turn) -> str:
-    return (f"{RENDERER_VERSION}:{VERSION}:{turn.status}:{turn.end_reason}:"
-            f"{turn.last_seq or 0}:{len(turn.responses)}")
+def _export_key(status: str, end_reason: str, last_seq: int | None, responses: int) -> str:
+    return f"{RENDERER_VERSION}:{VERSION}:{status}:{end_reason}:{last_seq or 0}:{responses}"
 
 
 def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Projection,
                  last_seq: int, count: int) -> Iterator[str]:
     """Each turn's chunk of the export, in index order: a finished turn's from the cache
-    when its key matches, else made (and cached, once the turn is finished)."""
+    when its key matches, else made (and cached, once the turn is finished). The cached path
+    reads plain rows, no model instances: a finished conversation streams at the database's
+    pace."""
     cache_format = f"json-{projection}" if fmt == "json" else fmt
     read_as: Projection = projection if fmt == "json" else "portable"
     start = 0
     while start < count:
-        turns = list(
-            conversation.turns.filter(index__gte=start, index__lt=count)
-            .annotate(last_seq=Max("events__seq")).order_by("index")[:EXPORT_BATCH]
+        rows = list(
+            Turn.objects.filter(conversation_id=conversation.pk, index__gte=start,
+                                index__lt=count)
+            .annotate(newest=Max("events__seq"), responses_size=Length("responses"))
+            .order_by("index")
+            .values_list("id", "index", "status", "end_reason", "newest", "responses_size")
+            [:EXPORT_BATCH]
         )
-        if not turns:
+        if not rows:
             return
-        start = turns[-1].index + 1
-        finished = {t.pk: _export_key(t) for t in turns if t.status != Turn.Status.STREAMING}
-        cached = dict(
-            TurnExport.objects.filter(turn_id__in=list(finished), format=cache_format)
-            .values_list("turn_id", "key")
-        )
-        hits = {pk for pk, key in cached.items() if finished.get(pk) == key}
-        texts = dict(TurnExport.objects.filter(turn_id__in=hits, format=cache_format)
-                     .values_list("turn_id", "text")) if hits else {}
-        todo = [t for t in turns if t.pk not in texts]
+        start = rows[-1][1] + 1
+        finished = {pk: _export_key(status, reason, newest, size)
+                    for pk, _, status, reason, newest, size in rows
+                    if status != Turn.Status.STREAMING}
+        texts, stale = {}, []
+        for pk, key, text in (TurnExport.objects.filter(turn_id__in=list(finished),
+                                                        format=cache_format)
+                              .values_list("turn_id", "key", "text")):
+            if finished[pk] == key:
+                texts[pk] = text
+            else:
+                stale.append(pk)
+        todo_ids = [row[0] for row in rows if row[0] not in texts]
+        todo = list(Turn.objects.filter(pk__in=todo_ids).order_by("index")) if todo_ids else []
         made: dict[Any, str] = {}
         for turn, events in turns_with_events(conversation, read_as, todo, upto=last_seq):
             data = turn_dict(turn, events, read_as)
@@ -274,9 +284,9 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
                 # collector would free, so a long export would hold every batch until then.
                 event.__dict__.pop("_prefetched_objects_cache", None)
         _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished},
-                       finished, stale=[pk for pk in cached if pk not in hits])
-        for turn in turns:
-            yield texts[turn.pk] if turn.pk in texts else made[turn.pk]
+                       finished, stale=stale)
+        for row in rows:
+            yield texts[row[0]] if row[0] in texts else made[row[0]]
 
 
 def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str],
