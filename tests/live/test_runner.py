@@ -350,7 +350,7 @@ def test_leading_edge_flush_sends_the_first_text_of_a_burst_at_once(owner):
             now[0] = 0.06  # the window ends: B and C go out together, without a new part
             gates["window"].set()
             window = await deltas(2)
-            now[0] = 5.0  # a quiet spell, then a new burst: its first text is sent at once
+            now[0] = 0.07  # after the window's end a new burst begins: sent at once
             gates["burst"].set()
             await asyncio.wait_for(asked["after_burst"].wait(), 10)
             burst = await deltas(3)
