@@ -353,3 +353,26 @@ class StreamingTail(models.Model):
 
     def __str__(self) -> str:
         return f"tail of turn {self.turn_id}"
+
+
+class TurnExport(models.Model):
+    """Cache of a finished turn's chunk of an export (``projections.export_stream``): its
+    Markdown, its HTML ``<section>`` or its JSON object (per projection), so exporting a
+    finished conversation again renders nothing.
+
+    ``key`` names what the chunk depends on (renderer version, the turn's status, end reason,
+    last event seq and responses); a chunk whose key differs is made again.
+    """
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="+")
+    format = models.CharField(max_length=32)  # "markdown", "html", "json-portable", "json-native"
+    key = models.CharField(max_length=200)
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "format"], name="turn_export_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.turn_id} {self.format} @ {self.key}"

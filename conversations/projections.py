@@ -10,19 +10,26 @@ get fresh ids (everything else, seqs included, is kept).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, Literal
 
 import orjson
-from django.db import transaction
-from django.db.models import Prefetch, QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Prefetch, QuerySet
+from django.db.models.functions import Length
 
 from conversations import provenance, store
 from conversations.limits import check_turn
-from conversations.models import Attribution, Conversation, Event, Turn
+from conversations.models import Attribution, Conversation, Event, Turn, TurnExport
 from conversations.redaction import redact_document
-from conversations.rendering import DocumentFormat, render_export
+from conversations.rendering import (
+    RENDERER_VERSION,
+    DocumentFormat,
+    export_head,
+    export_turn,
+    join_export,
+)
 from conversations.rendering.ledger import build_ledger
 from conversations.schema import InvalidDocument, validate_export
 from streams.bodies import MessageBody, ReasoningBody, body_class
@@ -118,24 +125,25 @@ def events_queryset(projection: Projection = "portable") -> QuerySet[Event]:
 
 def turns_with_events(
     conversation: Conversation, projection: Projection = "portable",
-    turns: list[Turn] | None = None,
+    turns: list[Turn] | None = None, upto: int | None = None,
 ) -> list[tuple[Turn, list[Event]]]:
     """Every turn of ``conversation`` in index order (or the given ones, in their order), each
-    with its events in seq order, read for ``projection`` in one query."""
+    with its events in seq order (up to seq ``upto``, when given), read for ``projection`` in
+    one query."""
     if turns is None:
         turns = list(conversation.turns.order_by("index"))
         events = events_queryset(projection).filter(conversation=conversation)
     else:
         events = events_queryset(projection).filter(conversation=conversation, turn__in=turns)
+    if upto is not None:
+        events = events.filter(seq__lte=upto)
     by_turn: dict[Any, list[Event]] = {t.id: [] for t in turns}
     for event in events:
         by_turn[event.turn_id].append(event)
     return [(turn, by_turn[turn.id]) for turn in turns]
 
 
-def conversation_dict(
-    conversation: Conversation, projection: Projection = "portable"
-) -> dict[str, Any]:
+def _document_head(conversation: Conversation, projection: Projection) -> dict[str, Any]:
     if projection not in PROJECTIONS:
         raise ValueError(f"unknown projection {projection!r}")
     return {
@@ -149,24 +157,164 @@ def conversation_dict(
             "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id
             else None,
         },
+    }
+
+
+def conversation_dict(
+    conversation: Conversation, projection: Projection = "portable"
+) -> dict[str, Any]:
+    return {
+        **_document_head(conversation, projection),
         "turns": [turn_dict(t, events, projection)
                   for t, events in turns_with_events(conversation, projection)],
     }
 
 
 def export_json(conversation: Conversation, projection: Projection = "portable") -> bytes:
-    return orjson.dumps(conversation_dict(conversation, projection), option=orjson.OPT_INDENT_2)
+    return export_document(conversation, "json", projection)
 
 
 def export_document(
     conversation: Conversation, fmt: ExportFormat = "json", projection: Projection = "portable"
 ) -> bytes:
-    """The one export entry point, as the bytes of the file: the JSON contract in
+    """The bytes of the file ``export_stream`` streams, whole (for small conversations and
+    for callers that need them at once)."""
+    return b"".join(export_stream(conversation, fmt, projection))
+
+
+# A long conversation is exported a batch of turns at a time: what one request holds is a
+# batch, never the conversation. Chunks are handed on in pieces of about CHUNK_BYTES.
+EXPORT_BATCH = 250
+CHUNK_BYTES = 256 * 1024
+
+
+def export_stream(
+    conversation: Conversation, fmt: ExportFormat = "json", projection: Projection = "portable"
+) -> Iterator[bytes]:
+    """The one export entry point: the file as a stream of byte chunks, the JSON contract in
     ``projection``, or Markdown / HTML rendered from the portable projection (``projection``
-    does not apply to them: the renderer reads only the portable one)."""
+    does not apply to them: the renderer reads only the portable one).
+
+    Turns are read ``EXPORT_BATCH`` at a time; each finished turn's chunk is cached
+    (``TurnExport``, keyed by renderer version and the turn's last seq), so exporting a
+    finished conversation again renders nothing. The export is of the conversation as it was
+    when it began: turns and events added meanwhile are left for the next one.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}")
+    head = _document_head(conversation, projection)  # checks the projection first
+    last_seq, count = (
+        Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", flat=True).get()
+        - 1,
+        conversation.turns.count(),
+    )
+    chunks = _turn_chunks(conversation, fmt, projection, last_seq, count)
     if fmt == "json":
-        return export_json(conversation, projection)
-    return render_export(conversation_dict(conversation, "portable"), fmt).encode()
+        pieces = _json_pieces(orjson.dumps(head | {"turns": []}, option=orjson.OPT_INDENT_2),
+                              chunks)
+    else:
+        pieces = (piece.encode() for piece in join_export(
+            export_head(head["conversation"], fmt), chunks, fmt))
+    return _coalesced(pieces)
+
+
+def _json_pieces(empty: bytes, turns: Iterator[str]) -> Iterator[bytes]:
+    """The document ``orjson.dumps(..., OPT_INDENT_2)`` makes, a turn at a time: ``empty`` is
+    the document with no turns (ending ``"turns": []`` and the closing brace), each turn
+    the turn's own dump indented to its place in the list."""
+    opening = empty.removesuffix(b"[]\n}")
+    assert opening != empty, "the turns list comes last in the document"
+    first = True
+    for turn in turns:
+        yield (opening + b"[\n" if first else b",\n") + turn.encode()
+        first = False
+    yield empty if first else b"\n  ]\n}"
+
+
+def _coalesced(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    buffered: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size >= CHUNK_BYTES:
+            yield b"".join(buffered)
+            buffered, size = [], 0
+    if buffered:
+        yield b"".join(buffered)
+
+
+def _export_key(status: str, end_reason: str, last_seq: int | None, responses: int) -> str:
+    return f"{RENDERER_VERSION}:{VERSION}:{status}:{end_reason}:{last_seq or 0}:{responses}"
+
+
+def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Projection,
+                 last_seq: int, count: int) -> Iterator[str]:
+    """Each turn's chunk of the export, in index order: a finished turn's from the cache
+    when its key matches, else made (and cached, once the turn is finished). The cached path
+    reads plain rows, no model instances: a finished conversation streams at the database's
+    pace."""
+    cache_format = f"json-{projection}" if fmt == "json" else fmt
+    read_as: Projection = projection if fmt == "json" else "portable"
+    start = 0
+    while start < count:
+        rows = list(
+            Turn.objects.filter(conversation_id=conversation.pk, index__gte=start,
+                                index__lt=count)
+            .annotate(newest=Max("events__seq"), responses_size=Length("responses"))
+            .order_by("index")
+            .values_list("id", "index", "status", "end_reason", "newest", "responses_size")
+            [:EXPORT_BATCH]
+        )
+        if not rows:
+            return
+        start = rows[-1][1] + 1
+        finished = {pk: _export_key(status, reason, newest, size)
+                    for pk, _, status, reason, newest, size in rows
+                    if status != Turn.Status.STREAMING}
+        texts, stale = {}, []
+        for pk, key, text in (TurnExport.objects.filter(turn_id__in=list(finished),
+                                                        format=cache_format)
+                              .values_list("turn_id", "key", "text")):
+            if finished[pk] == key:
+                texts[pk] = text
+            else:
+                stale.append(pk)
+        todo_ids = [row[0] for row in rows if row[0] not in texts]
+        todo = list(Turn.objects.filter(pk__in=todo_ids).order_by("index")) if todo_ids else []
+        made: dict[Any, str] = {}
+        for turn, events in turns_with_events(conversation, read_as, todo, upto=last_seq):
+            data = turn_dict(turn, events, read_as)
+            if fmt == "json":
+                dumped = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+                made[turn.pk] = ("    " + dumped.decode().replace("\n", "\n    "))
+            else:
+                made[turn.pk] = export_turn(data, turn.index, fmt)
+            for event in events:
+                # Prefetched attributions point back at their event: a cycle only the
+                # collector would free, so a long export would hold every batch until then.
+                event.__dict__.pop("_prefetched_objects_cache", None)
+        _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished},
+                       finished, stale=stale)
+        for row in rows:
+            yield texts[row[0]] if row[0] in texts else made[row[0]]
+
+
+def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str],
+                   stale: list[Any]) -> None:
+    if not made:
+        return
+    try:
+        with transaction.atomic():
+            if stale:
+                TurnExport.objects.filter(turn_id__in=stale, format=cache_format).delete()
+            TurnExport.objects.bulk_create(
+                [TurnExport(turn_id=pk, format=cache_format, key=keys[pk], text=text)
+                 for pk, text in made.items()],
+                ignore_conflicts=True,
+            )
+    except IntegrityError:
+        pass  # another export cached them first
 
 
 # -- import ---------------------------------------------------------------------------------

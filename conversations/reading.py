@@ -142,8 +142,73 @@ def turn_views(conversation: Conversation, turns: list[Turn] | None = None) -> l
     A finished turn's fragment is cached whole (``TurnFragment``), so a reload reads one row per
     turn; other turns are rendered from the portable projection (message HTML cached per run).
     """
-    qs = conversation.turns.annotate(last_seq=Max("events__seq")).order_by("index")
-    turns = list(qs.filter(pk__in=[t.pk for t in turns]) if turns is not None else qs)
+    qs = conversation.turns.all()
+    return _views(conversation, qs.filter(pk__in=[t.pk for t in turns]) if turns is not None
+                  else qs)
+
+
+@dataclass
+class TurnWindow:
+    """The turns a page shows of a long conversation: indexes ``start`` to ``end`` (exclusive)
+    of ``total``, at most ``size`` of them, so a request's work and memory do not grow with the
+    conversation."""
+
+    views: list[TurnView]
+    start: int
+    end: int
+    total: int
+    size: int
+
+    @property
+    def earlier_from(self) -> int | None:
+        """Where the window of the turns just before this one starts (None: none before)."""
+        return max(0, self.start - self.size) if self.start > 0 else None
+
+    @property
+    def later_from(self) -> int | None:
+        """Where the window after this one starts (None: this window ends the conversation)."""
+        return self.end if self.end < self.total else None
+
+    @property
+    def later_count(self) -> int:
+        return self.total - self.end
+
+    @property
+    def at_end(self) -> bool:
+        return self.end >= self.total
+
+
+def window_bounds(total: int, size: int, start: int | None = None,
+                  around: int | None = None) -> tuple[int, int]:
+    """``(start, end)`` of the window: the newest ``size`` turns; from ``start`` when given;
+    around index ``around`` (a deep link) when that turn is not among the newest."""
+    newest = max(0, total - size)
+    if around is not None and 0 <= around < newest:
+        start = max(0, around - size // 2)
+    if start is None or start >= newest:
+        start = newest
+    start = max(0, start)
+    return start, min(total, start + size)
+
+
+def turn_window(conversation: Conversation, *, size: int, start: int | None = None,
+                turn_id: Any = None, end: int | None = None) -> TurnWindow:
+    """The window of turns a page shows (see ``window_bounds``); ``turn_id`` names a turn that
+    must be in it (ignored if it is not one of this conversation's); ``end`` caps it (the page's
+    "Earlier turns" fetches the turns before what it already shows)."""
+    total = conversation.turns.count()
+    around = None
+    if turn_id is not None:
+        around = conversation.turns.filter(pk=turn_id).values_list("index", flat=True).first()
+    first, last = window_bounds(total, size, start, around)
+    if end is not None:
+        last = max(first, min(last, end))
+    qs = conversation.turns.filter(index__gte=first, index__lt=last)
+    return TurnWindow(_views(conversation, qs), first, last, total, size)
+
+
+def _views(conversation: Conversation, qs: QuerySet[Turn]) -> list[TurnView]:
+    turns = list(qs.annotate(last_seq=Max("events__seq")).order_by("index"))
     finished = [t for t in turns if t.status != Turn.Status.STREAMING]
     fragments = {
         row.turn_id: row for row in TurnFragment.objects.filter(turn__in=finished)

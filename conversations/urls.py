@@ -15,6 +15,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/keep/", views.conversation_keep, name="conversation-keep"),
     path("c/<uuid:conversation_id>/delete/", views.conversation_delete,
          name="conversation-delete"),
+    path("c/<uuid:conversation_id>/turns/", views.turn_window_fragment,
+         name="turn-window"),
     path("c/<uuid:conversation_id>/turns/<int:index>/", views.turn_fragment,
          name="turn-fragment"),
     path("c/<uuid:conversation_id>/turns/<int:index>/compare/", views.turn_compare,

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.handlers.asgi import ASGIRequest
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from conversations import compare, discard, reading, redaction, store, upload_limits, uploads
 from conversations.models import Conversation
+from conversations.responses import streaming_response
 
 log = logging.getLogger("turnscope.views")
 
@@ -71,20 +72,57 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     })
 
 
+def _index_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
+def _turn_param(request: HttpRequest) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(request.GET.get("turn", ""))
+    except ValueError:
+        return None
+
+
+def _window(request: HttpRequest, conversation: Conversation,
+            end: int | None = None) -> reading.TurnWindow:
+    """The window of turns asked for: ``?from=<index>``, or ``?turn=<id>`` (a deep link: the
+    window holding that turn), else the newest turns."""
+    return reading.turn_window(
+        conversation, size=settings.TURNSCOPE_PAGE_TURNS, start=_index_param(request, "from"),
+        turn_id=_turn_param(request), end=end,
+    )
+
+
 @login_required
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpResponse:
     conversation = _visible(request, conversation_id)
-    views = reading.turn_views(conversation)
+    window = _window(request, conversation)
     response = render(request, "conversations/detail.html", {
         "conversation": conversation,
-        "turns": views,
+        "turns": window.views,
+        "window": window,
         "rerun_of": _rerun_of(conversation),
         "last_seq": conversation.next_seq - 1,
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
     })
-    return _allow_chip_styles(response, views)
+    return _allow_chip_styles(response, window.views)
+
+
+@login_required
+@require_GET
+def turn_window_fragment(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """``GET /c/<id>/turns/?from=K&to=S``: the turns from K up to (not including) S, and the
+    "Earlier turns" control before them when there are more; what the page's script inserts
+    when "Earlier turns" is activated."""
+    conversation = _visible(request, conversation_id)
+    window = _window(request, conversation, end=_index_param(request, "to"))
+    response = render(request, "conversations/_window.html", {
+        "conversation": conversation, "turns": window.views, "window": window,
+    })
+    return _allow_chip_styles(response, window.views)
 
 
 @login_required
@@ -170,10 +208,8 @@ def _upload(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"detail": "No file was uploaded."}, status=400)
     results = uploads.import_files(files, owner=request.user, format=fmt)
     if "application/x-ndjson" in request.headers.get("Accept", ""):
-        lines = _result_lines(results, files)
-        if isinstance(request, ASGIRequest):
-            return StreamingHttpResponse(_in_thread(lines), content_type="application/x-ndjson")
-        return StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        return streaming_response(request, _result_lines(results, files),
+                                  "application/x-ndjson")
     reports = [uploads.report(r, _url) for r in results if not isinstance(r, uploads.Progress)]
     return render(request, "conversations/upload_results.html", {
         "files": [f.name for f in files], "reports": reports,
@@ -210,14 +246,6 @@ def _result_lines(results: Iterator[uploads.Result], files: list[uploads.Upload]
                             "error; what is listed above was imported."}) + b"\n"
         return
     yield orjson.dumps({"type": "done", "imported": imported, "problems": problems}) + b"\n"
-
-
-async def _in_thread(lines: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """A blocking iterator served from an ASGI response: each step in the database thread,
-    so the event loop is never blocked and each line goes out as soon as it is made."""
-    step = sync_to_async(lambda: next(lines, None), thread_sensitive=True)
-    while (line := await step()) is not None:
-        yield line
 
 
 @login_required

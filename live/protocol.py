@@ -9,10 +9,12 @@ Server -> browser (JSON text frames); every message carries sequence information
 * ``events`` events were committed: ``{"type", "conversation", "turn", "index", "seq_from",
   "seq_to", "events": [{"id","seq","kind","incomplete", "activity"?}], "ts"}``. Seqs are
   per conversation and contiguous; ``seq_from`` > last seen + 1 is a gap.
-* ``delta``  streamed text (coalesced about every 50 ms): ``{"type", "conversation", "turn",
-  "index", "key", "kind", "delta_seq", "block_seq", "text", "citations": [{"url","title"}],
-  "ts"}``. ``delta_seq`` counts deltas per turn (1, 2, 3 …), ``block_seq`` is the delta_seq
-  that opened the block. A delta_seq > last seen + 1 is a gap.
+* ``delta``  streamed text (the first of a burst at once, what follows within 50 ms of it
+  coalesced): ``{"type", "conversation", "turn", "index", "key", "kind", "delta_seq",
+  "block_seq", "text", "citations": [{"url","title"}], "rx", "ts"}``; ``rx`` is when the
+  oldest text in it reached the runner, ``ts`` when it was published (ms since the epoch).
+  ``delta_seq`` counts deltas per turn (1, 2, 3 …), ``block_seq`` is the delta_seq that
+  opened the block. A delta_seq > last seen + 1 is a gap.
 * ``batch``  several of the above in order, one frame: ``{"type": "batch", "messages": [...]}``
   (what one ~50 ms window of a turn produced: events, then the delta, then a turn change).
 * ``state``  answer to ``sync``: the same document as ``GET /c/<id>/state/``.

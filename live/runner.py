@@ -3,9 +3,13 @@
 One runner drives one agent turn, as an asyncio task in the server process (DB work through
 ``sync_to_async``). It is the only writer of its turn. For every part:
 
-* text deltas are folded into the turn's *tail* and flushed about every ``coalesce`` seconds:
-  the tail goes to the cache (``conversations.streaming``) first, then one ``delta`` message is
-  published with the next per-turn ``delta_seq``;
+* text deltas are folded into the turn's *tail* and flushed on the leading edge: the first
+  text of a burst goes out at once, and only what follows within ``coalesce`` seconds of it
+  is gathered, into one delta at the window's end; the next text after that begins a new
+  burst (so a viewer waits for the window only for what came inside one). The tail goes to
+  the cache (``conversations.streaming``) first, then one ``delta`` message is published with
+  the next per-turn ``delta_seq`` and ``rx``, when the oldest text in it reached the runner
+  (what ``bench.live`` measures a viewer's wait from);
 * events the builder completes are committed: a block that closes the tail at once (tail cleared
   first, then the store) so a fragment rendered at any moment shows a block either in the tail
   or as an event, never both; other events (activity transitions, blocks that streamed no text)
@@ -43,7 +47,7 @@ from django.db import transaction
 from conversations import provenance, redaction, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
-from live import publish, recovery, sources
+from live import protocol, publish, recovery, sources
 from live.models import Recording
 from streams import parts
 from streams.bodies import ActivityBody, ErrorBody
@@ -215,8 +219,11 @@ class TurnRunner:
         speed: float = 1.0,
         coalesce: float = COALESCE_SECONDS,
         layer: Any = None,
+        clock: Any = None,
     ) -> None:
         self.conversation = conversation
+        # The coalescing window's clock: the event loop's, unless a test gives its own.
+        self._clock = clock
         self.speed = speed if speed and speed > 0 else float("inf")
         self.coalesce = coalesce
         self.layer = layer
@@ -238,9 +245,15 @@ class TurnRunner:
         self.pending_model: tuple[str, str] | None = None  # recorded with the next store
         self._model_unannounced = False  # recorded, not yet in a published turn message
         self.flush_at: float | None = None
+        self.window_end = float("-inf")  # text queued before this waits for the window
+        self._opens_window = False  # the pending text came outside a window: a burst begins
+        self.pending_rx: float | None = None  # when the oldest pending text arrived (ms)
         self._due = 0.0
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -335,7 +348,6 @@ class TurnRunner:
         """The parts of a network source as they arrive; a flush that falls due while the next
         part is awaited goes out on time (the text streamed so far reaches the viewers)."""
         iterator = aiter(source)
-        loop = asyncio.get_running_loop()
         while True:
             if self.flush_at is None:
                 more, part = await _next(iterator)
@@ -343,7 +355,7 @@ class TurnRunner:
                 pending = asyncio.ensure_future(_next(iterator))
                 try:
                     while not pending.done():
-                        delay = None if self.flush_at is None else self.flush_at - loop.time()
+                        delay = None if self.flush_at is None else self.flush_at - self._now()
                         if delay is not None and delay <= 0:
                             await self._flush()
                             continue
@@ -394,7 +406,7 @@ class TurnRunner:
             await self._flush_text()  # the block's last text goes out under its own seqs
         if records or closes:
             await self._commit(records, closes_tail=closes)
-        if self.flush_at is not None and asyncio.get_running_loop().time() >= self.flush_at:
+        if self.flush_at is not None and self._now() >= self.flush_at:
             await self._flush()
 
     async def _flush_text(self) -> None:
@@ -408,8 +420,16 @@ class TurnRunner:
             self.pending.append(text)
         if cite:
             self.pending_cites.append(cite)
-        if self.flush_at is None:
-            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
+        if self.pending_rx is None:
+            self.pending_rx = protocol.now_ts()
+        # Leading edge: outside a window the text is due now (``_handle`` flushes it before
+        # the next part is read); inside one it waits for the window's end.
+        now = self._now()
+        due = max(now, self.window_end)
+        if due == now and not self._opens_window:
+            self._opens_window = True
+        if self.flush_at is None or due < self.flush_at:
+            self.flush_at = due
 
     async def _open_tail(self, key: str, kind: str) -> None:
         self.tail_key, self.tail_kind = key, kind
@@ -463,6 +483,10 @@ class TurnRunner:
         assert self.turn is not None
         text, cites = "".join(self.pending), self.pending_cites
         self.pending, self.pending_cites = [], []
+        rx, self.pending_rx = self.pending_rx, None
+        if self._opens_window:  # a burst's first text: what follows waits for the window
+            self._opens_window = False
+            self.window_end = self._now() + self.coalesce
         self.delta_seq += 1
         if self.block_seq is None:
             self.block_seq = self.delta_seq
@@ -474,6 +498,7 @@ class TurnRunner:
             "type": "delta", "turn": str(self.turn.pk), "index": self.turn.index,
             "key": self.tail_key, "kind": self.tail_kind, "delta_seq": self.delta_seq,
             "block_seq": self.block_seq, "text": text, "citations": cites,
+            "rx": rx if rx is not None else protocol.now_ts(),
         }
 
     async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
@@ -489,7 +514,7 @@ class TurnRunner:
             await self._write_tail()
             await self._store()
         if (self.pending_records or self.pending_events) and self.flush_at is None:
-            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
+            self.flush_at = self._now() + self.coalesce
 
     async def _store(self, finish: dict[str, Any] | None = None) -> None:
         """Append the pending events (with the model, and ``finish``, when due) in one
@@ -520,7 +545,7 @@ class TurnRunner:
             return
         self.pending_model = (provider, model)
         if self.flush_at is None:
-            self.flush_at = asyncio.get_running_loop().time() + self.coalesce
+            self.flush_at = self._now() + self.coalesce
 
     async def _finish(self, status: str, end_reason: str) -> None:
         assert self.turn is not None

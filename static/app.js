@@ -224,4 +224,75 @@
       if (item) item.focus();
     }
   });
+
+  // -- long conversations: the page shows a window of turns --------------------------------
+
+  // "Earlier turns" is a real link (the previous window, without script); with script it
+  // fetches just those turns and puts them above the ones shown, keeping the reader's place.
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("[data-window-earlier] a[data-fragment]");
+    if (!link || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    loadEarlier(link);
+  });
+
+  function loadEarlier(link) {
+    var nav = link.closest("[data-window-earlier]");
+    if (nav.getAttribute("aria-busy") === "true") return;
+    nav.setAttribute("aria-busy", "true");
+    fetch(link.getAttribute("data-fragment"), {
+      credentials: "same-origin", headers: { "X-Requested-With": "fetch" }
+    }).then(function (r) {
+      if (!r.ok) throw new Error("turns " + r.status);
+      return r.text();
+    }).then(function (html) {
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var anchor = nav.nextElementSibling;
+      var before = anchor ? anchor.getBoundingClientRect().top : 0;
+      var inserted = [];
+      Array.prototype.slice.call(doc.body.children).forEach(function (el) {
+        var node = document.importNode(el, true);
+        nav.parentNode.insertBefore(node, nav);
+        if (node.matches("section.turn")) inserted.push(node);
+      });
+      nav.parentNode.removeChild(nav);
+      var main = document.getElementById("conversation");
+      if (main && inserted.length) main.dataset.windowFrom = inserted[0].dataset.index;
+      if (anchor) window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+      // Focus the newest of the turns just loaded: the next Tab continues from there.
+      var last = inserted[inserted.length - 1];
+      if (last) {
+        last.setAttribute("tabindex", "-1");
+        last.focus({ preventScroll: false });
+      }
+      document.dispatchEvent(new CustomEvent("turnscope:turns-inserted"));
+    }).catch(function () {
+      nav.removeAttribute("aria-busy");
+      window.location.href = link.href;  // the plain link still works
+    });
+  }
+
+  // A link to a turn (#turn-<id>) or to one of its sources (#src-<id>-N) that this window does
+  // not show: ask the server for the window that holds it.
+  var DEEP = /^#(?:turn|src)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/;
+
+  function followDeepLink() {
+    var hash = location.hash;
+    var m = DEEP.exec(hash);
+    if (!m || !document.getElementById("conversation")) return;
+    var id = decodeURIComponent(hash.slice(1));
+    if (document.getElementById(id)) return;
+    var params = new URLSearchParams(location.search);
+    if (params.get("turn") === m[1]) return;  // asked already: not a turn of this conversation
+    params.delete("from");
+    params.set("turn", m[1]);
+    location.replace(location.pathname + "?" + params.toString() + hash);
+  }
+
+  window.addEventListener("hashchange", followDeepLink);
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", followDeepLink);
+  } else {
+    followDeepLink();
+  }
 })();

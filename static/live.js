@@ -308,9 +308,20 @@
     }, wait);
   }
 
+  // A long conversation's page shows a window of its turns (data-window-from, and
+  // data-window-end when the window stops before the newest turn): turns outside it are not
+  // followed or fetched, so a 5,000-turn conversation costs what its window costs.
+  function inWindow(index) {
+    var from = parseInt(main.dataset.windowFrom || "0", 10) || 0;
+    var end = main.dataset.windowEnd ? parseInt(main.dataset.windowEnd, 10) : null;
+    if (typeof index !== "number" || isNaN(index)) return true;
+    return index >= from && (end === null || isNaN(end) || index < end);
+  }
+
   function turnView(m) {
     var view = live.turns[m.turn];
     if (view) return view;
+    if (!inWindow(m.index)) return null;
     // A turn this page has not shown yet: fetch it by index and insert it.
     view = live.turns[m.turn] = {
       id: m.turn, index: m.index, el: null, tail: null, fetching: false, again: false,
@@ -333,6 +344,7 @@
         break;
       case "delta": {
         var view = turnView(m);
+        if (!view) break;
         if (view.fetching || !view.el) view.buffer.push(m);
         else if (view.el.dataset.status === "streaming") applyDelta(view, m);
         break;
@@ -342,13 +354,14 @@
         if (m.seq_from > live.lastSeq + 1) { live.stats.gaps++; resync(); break; }
         live.lastSeq = m.seq_to;
         main.dataset.lastSeq = String(live.lastSeq);
-        refetch(turnView(m));
+        var changed = turnView(m);
+        if (changed) refetch(changed);
         break;
       case "turn": {
         if (m.seq > live.lastSeq) { live.stats.gaps++; resync(); break; }
         var known = live.turns[m.turn];
         var tv = turnView(m);
-        if (known && tv.el && (tv.el.dataset.status !== m.status || m.model)) refetch(tv);
+        if (known && tv && tv.el && (tv.el.dataset.status !== m.status || m.model)) refetch(tv);
         break;
       }
       case "hello":
@@ -368,6 +381,7 @@
         turnView({ turn: t.id, index: t.index });
         return;
       }
+      if (!inWindow(t.index)) return;
       var tail = (s.tails || {})[t.id];
       if (t.last_seq > before || view.el.dataset.status !== t.status) {
         refetch(view);
@@ -466,6 +480,8 @@
 
   scanPage();
   markStreaming();
+  // Turns the "Earlier turns" control put on the page (static/app.js) are followed too.
+  document.addEventListener("turnscope:turns-inserted", scanPage);
   connect();
 
   // For tests and the curious: the live state, and a way to cut the socket.

@@ -265,6 +265,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
 # samples in the providers' wire formats; ``manage.py demo`` serves it at /recorded). "": none.
 TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
 
+# A conversation page shows this many turns (the newest; "Earlier turns" loads more).
+TURNSCOPE_PAGE_TURNS = max(1, int(os.environ.get("TURNSCOPE_PAGE_TURNS", 50)))
+
 # The providers' APIs the recording proxy forwards to (and live calls send to).
 TURNSCOPE_UPSTREAM = {
     "anthropic": os.environ.get("TURNSCOPE_UPSTREAM_ANTHROPIC", "https://api.anthropic.com"),

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views.decorators.http import require_safe
 
-from turnscope import security
+from turnscope import auth, security
 
 
 @cache
@@ -22,8 +22,6 @@ def favicon(request: HttpRequest) -> HttpResponse:
     response["Cache-Control"] = "public, max-age=86400"
     return response
 
-
-from turnscope import auth
 
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),

@@ -21,7 +21,7 @@ from .entry_point import (
     entry_point_style_sources,
     search_entry_point_srcdoc,
 )
-from .exports import DocumentFormat, render_export
+from .exports import DocumentFormat, export_head, export_turn, join_export, render_export
 from .items import RenderedTurn, SanitizedHTML
 from .links import source_anchor, text_fragment
 from .markdown import MAX_MARKDOWN_CHARS, Cite, cite_plugin, render_markdown
@@ -43,6 +43,9 @@ __all__ = [
     "clean_html",
     "clean_search_entry_point",
     "entry_point_style_sources",
+    "export_head",
+    "export_turn",
+    "join_export",
     "normalise_url",
     "number_sources",
     "render_event_html",

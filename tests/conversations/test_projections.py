@@ -32,6 +32,8 @@ def _purge(conversation: Conversation) -> None:
             "DELETE FROM conversations_attribution WHERE event_id IN "
             "(SELECT id FROM conversations_event WHERE conversation_id = %s)",
             "DELETE FROM conversations_event WHERE conversation_id = %s",
+            "DELETE FROM conversations_turnexport WHERE turn_id IN "
+            "(SELECT id FROM conversations_turn WHERE conversation_id = %s)",
             "DELETE FROM conversations_turn WHERE conversation_id = %s",
             "DELETE FROM conversations_conversation WHERE id = %s",
         ):

@@ -291,3 +291,82 @@ def test_an_async_source_cut_short_leaves_the_turn_interrupted(owner):
     turn = async_to_sync(go)()
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     assert turn.events.order_by("seq").last().incomplete
+
+
+def test_leading_edge_flush_sends_the_first_text_of_a_burst_at_once(owner):
+    """The first text of a burst is published before the runner reads another part; what
+    follows inside the window waits for it (the clock is the test's, so nothing here depends
+    on how fast the machine is)."""
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+    [source] = sources.wire_responses(sample.provider, list(sample.responses))
+    parts = list(source)
+    texts = [i for i, p in enumerate(parts) if type(p).__name__ == "TextDelta" and p.text]
+    a, b, c = texts[:3]
+    assert parts[a].key == parts[b].key == parts[c].key
+    now = [0.0]
+
+    async def go():
+        gates = {name: asyncio.Event() for name in ("a", "bc", "window", "burst")}
+        asked = {name: asyncio.Event() for name in ("after_a", "after_c", "after_burst")}
+
+        async def network():
+            for part in parts[:a + 1]:
+                yield part
+            asked["after_a"].set()  # the runner has handled the first text and wants more
+            await gates["bc"].wait()
+            for part in parts[a + 1:c + 1]:
+                yield part
+            asked["after_c"].set()
+            await gates["window"].wait()
+            await gates["burst"].wait()
+            for part in parts[c + 1:texts[3] + 1]:
+                yield part
+            asked["after_burst"].set()
+            await gates["a"].wait()
+            for part in parts[texts[3] + 1:]:
+                yield part
+
+        async with Listener(conversation.pk) as listener:
+            run = runner.TurnRunner(conversation, speed=1.0, coalesce=0.05, clock=lambda: now[0])
+            task = asyncio.ensure_future(run.run([network()], prompt=sample.prompt))
+            drain = asyncio.ensure_future(listener.drain(until=task, quiet=0.02))
+
+            async def deltas(count: int) -> list[dict]:
+                for _ in range(1000):
+                    found = by_type(listener.messages, "delta")
+                    if len(found) >= count:
+                        return found
+                    await asyncio.sleep(0.01)
+                return by_type(listener.messages, "delta")
+
+            await asyncio.wait_for(asked["after_a"].wait(), 10)
+            first = await deltas(1)  # at fake time 0: no window had to pass
+            now[0] = 0.01  # B and C come inside the window the first flush opened
+            gates["bc"].set()
+            await asyncio.wait_for(asked["after_c"].wait(), 10)
+            await asyncio.sleep(0.2)  # real time passes; the window (fake time) does not
+            held = list(by_type(listener.messages, "delta"))
+            now[0] = 0.06  # the window ends: B and C go out together, without a new part
+            gates["window"].set()
+            window = await deltas(2)
+            now[0] = 0.07  # after the window's end a new burst begins: sent at once
+            gates["burst"].set()
+            await asyncio.wait_for(asked["after_burst"].wait(), 10)
+            burst = await deltas(3)
+            gates["a"].set()
+            turn = await task
+            await drain
+        return turn, first, held, window, burst, listener.messages
+
+    turn, first, held, window, burst, messages = async_to_sync(go)()
+    assert [d["text"] for d in first] == [parts[a].text]
+    assert len(held) == 1, "text inside the window waited for it"
+    assert window[1]["text"] == "".join(p.text for p in parts[a + 1:c + 1]
+                                        if type(p).__name__ == "TextDelta")
+    assert len(burst) == 3 and burst[2]["text"].endswith(parts[texts[3]].text)
+    assert all(d["rx"] <= d["ts"] for d in by_type(messages, "delta"))
+    # Nothing lost or doubled: the deltas of the block spell its stored text.
+    block = [d for d in by_type(messages, "delta") if d["key"] == parts[a].key]
+    stored = [e.text for e in turn.events.filter(kind="message").order_by("seq")]
+    assert "".join(d["text"] for d in block) in stored

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.models import Conversation
-from conversations.projections import EXPORT_FORMATS, PROJECTIONS, export_document
+from conversations.projections import EXPORT_FORMATS, PROJECTIONS, export_stream
 
 
 class Command(BaseCommand):
@@ -22,5 +22,9 @@ class Command(BaseCommand):
             conversation = Conversation.objects.get(pk=options["conversation_id"])
         except (Conversation.DoesNotExist, ValidationError):
             raise CommandError(f"no conversation {options['conversation_id']!r}") from None
-        text = export_document(conversation, options["format"], options["projection"]).decode()
-        self.stdout.write(text)
+        last = b""
+        for chunk in export_stream(conversation, options["format"], options["projection"]):
+            self.stdout.write(chunk.decode(), ending="")  # a chunk ends between characters
+            last = chunk
+        if not last.endswith(b"\n"):
+            self.stdout.write("")

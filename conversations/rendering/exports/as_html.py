@@ -7,6 +7,7 @@ JavaScript. Message HTML is the sanitized renderer output; every other string is
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..activities import ActivityDetails
@@ -147,6 +148,12 @@ def _html_item(item: Any) -> str:
 
 def html_export(doc: dict[str, Any]) -> str:
     conversation, turns = document_turns(doc)
+    chunks = (html_turn(turn, position) for position, turn in enumerate(turns))
+    return "".join(join_html(html_head(conversation), chunks))
+
+
+def html_head(conversation: dict[str, Any]) -> str:
+    """The document up to the first turn: the first chunk of the export."""
     title = clean_text(conversation.get("title"), limit=300) or "Conversation"
     meta = [f"Conversation {clean_text(conversation.get('id'), limit=200)}"]
     if conversation.get("created_at"):
@@ -166,33 +173,44 @@ def html_export(doc: dict[str, Any]) -> str:
         f'<header><h1><bdi>{_e(title)}</bdi></h1><p class="meta">{_e(" · ".join(meta))}</p>'
         "</header>",
     ]
-    for position, turn in enumerate(turns):
-        rendered = render_turn(turn)
-        number = (rendered.index if rendered.index is not None else position) + 1
-        heading = f"Turn {number} · {role_label(rendered)}"
-        model = ""
-        if rendered.provider or rendered.model:
-            model = f' <span class="model">{_e(rendered.provider)} / {_e(rendered.model)}</span>'
-        out.append(f'<section class="turn turn-{_e(rendered.role or "unknown")}">')
-        out.append(f"<h2>{_e(heading)}{model}</h2>")
-        if rendered.status and rendered.status != "complete":
-            reason = f" ({rendered.end_reason})" if rendered.end_reason else ""
-            out.append(f'<p class="status">{_e(rendered.status + reason)}</p>')
-        out.extend(_html_item(item) for item in rendered.items)
-        if rendered.sources or rendered.also_consulted:
-            out.append('<section class="sources">')
-            if rendered.sources:
-                out.append("<h3>Sources</h3><ol>")
-                out.extend(
-                    f'<li id="{_e(s.anchor or "")}" value="{s.number}">{_html_source(s)}</li>'
-                    for s in rendered.sources
-                )
-                out.append("</ol>")
-            if rendered.also_consulted:
-                out.append("<h3>Also consulted</h3><ul>")
-                out.extend(f"<li>{_html_source(s)}</li>" for s in rendered.also_consulted)
-                out.append("</ul>")
-            out.append("</section>")
+    return "\n".join(out)
+
+
+def join_html(head: str, turns: Iterable[str]) -> Iterator[str]:
+    """The export as chunks: ``head``, each turn's section on its own lines, the end."""
+    yield head
+    for turn in turns:
+        yield "\n" + turn
+    yield "\n</main></body></html>\n"
+
+
+def html_turn(turn: dict[str, Any], position: int) -> str:
+    """One turn's ``<section>``; ``position`` numbers a turn without an index."""
+    rendered = render_turn(turn)
+    number = (rendered.index if rendered.index is not None else position) + 1
+    heading = f"Turn {number} · {role_label(rendered)}"
+    model = ""
+    if rendered.provider or rendered.model:
+        model = f' <span class="model">{_e(rendered.provider)} / {_e(rendered.model)}</span>'
+    out = [f'<section class="turn turn-{_e(rendered.role or "unknown")}">']
+    out.append(f"<h2>{_e(heading)}{model}</h2>")
+    if rendered.status and rendered.status != "complete":
+        reason = f" ({rendered.end_reason})" if rendered.end_reason else ""
+        out.append(f'<p class="status">{_e(rendered.status + reason)}</p>')
+    out.extend(_html_item(item) for item in rendered.items)
+    if rendered.sources or rendered.also_consulted:
+        out.append('<section class="sources">')
+        if rendered.sources:
+            out.append("<h3>Sources</h3><ol>")
+            out.extend(
+                f'<li id="{_e(s.anchor or "")}" value="{s.number}">{_html_source(s)}</li>'
+                for s in rendered.sources
+            )
+            out.append("</ol>")
+        if rendered.also_consulted:
+            out.append("<h3>Also consulted</h3><ul>")
+            out.extend(f"<li>{_html_source(s)}</li>" for s in rendered.also_consulted)
+            out.append("</ul>")
         out.append("</section>")
-    out.append("</main></body></html>")
-    return "\n".join(out) + "\n"
+    out.append("</section>")
+    return "\n".join(out)

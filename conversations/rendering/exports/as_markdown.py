@@ -6,8 +6,10 @@ where the block parser says a cited span's block ends, never inside Markdown syn
 
 from __future__ import annotations
 
+import itertools
 import re
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..activities import ActivityDetails
@@ -145,6 +147,12 @@ def _md_source(source: SourceItem) -> str:
 
 def markdown_export(doc: dict[str, Any]) -> str:
     conversation, turns = document_turns(doc)
+    chunks = (markdown_turn(turn, position) for position, turn in enumerate(turns))
+    return "".join(join_markdown(markdown_head(conversation), chunks))
+
+
+def markdown_head(conversation: dict[str, Any]) -> str:
+    """The title and the conversation's line: the first chunk of the export."""
     title = clean_text(conversation.get("title"), limit=300) or "Conversation"
     lines = [f"# {_md_text(title)}", ""]
     meta = [f"Conversation {_md_text(clean_text(conversation.get('id'), limit=200))}"]
@@ -154,72 +162,91 @@ def markdown_export(doc: dict[str, Any]) -> str:
         meta.append(f"forked from {_md_text(clean_text(conversation.get('forked_from'), 200))}")
     meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
     lines += [" · ".join(meta), ""]
+    return "\n".join(lines)
 
-    for position, turn in enumerate(turns):
-        rendered = render_turn(turn)
-        registry = number_sources(turn)
-        label_prefix = f"t{(rendered.index if rendered.index is not None else position) + 1}"
-        heading = f"## Turn {label_prefix[1:]} · {role_label(rendered)}"
-        if rendered.provider or rendered.model:
-            heading += f" · {_md_text(rendered.provider)} / {_md_text(rendered.model)}"
-        lines += ["---", "", heading, ""]
-        if rendered.status and rendered.status != "complete":
-            reason = f" ({_md_text(rendered.end_reason)})" if rendered.end_reason else ""
-            lines += [f"_Status: {_md_text(rendered.status)}{reason}_", ""]
-        events = {event_id(e, i): e for i, e in enumerate(seq_order(turn.get("events")))}
-        for item in rendered.items:
-            if isinstance(item, MessageItem):
-                run = [events[i] for i in item.event_ids or (item.event_id,) if i in events]
-                event = merge_run(run) if run else {}
-                text = event.get("text") if isinstance(event.get("text"), str) else ""
-                refs = []
-                for attribution in citation_order(event):
-                    number = registry.number_for(attribution.get("source"))
-                    if number is None:
-                        continue
-                    rng = attribution_range(attribution, len(text))
-                    refs.append((rng[1] if rng else len(text), f"{label_prefix}-{number}"))
-                lines += [_markdown_message(text, refs), ""]
-                if item.incomplete:
-                    lines += ["_(This message was cut off.)_", ""]
-            elif isinstance(item, ActivityItem):
-                lines += [f"> {_md_activity(item)}", ""]
-                lines += _md_details(item.details, shows_tools(item))
-            elif isinstance(item, ReasoningItem):
-                if item.redacted:
-                    lines += ["> _Reasoning (redacted by the provider)_", ""]
-                elif item.text:
-                    lines += [
-                        "<details><summary>Reasoning</summary>",
-                        "",
-                        _fence(item.text),
-                        "",
-                        "</details>",
-                        "",
-                    ]
-            elif isinstance(item, ToolCallItem):
-                cut = " (cut off while its arguments arrived)" if item.incomplete else ""
+
+def join_markdown(head: str, turns: Iterable[str]) -> Iterator[str]:
+    """The export as chunks: ``head``, then each turn's chunk after a line break, and one
+    final newline (trailing blank lines are held back until more text follows, so the result
+    is the whole document's ``rstrip("\n") + "\n"``, one turn in memory at a time)."""
+    held = ""
+    for piece in itertools.chain([head], ("\n" + turn for turn in turns)):
+        body = piece.rstrip("\n")
+        if body:
+            yield held + body
+            held = piece[len(body):]
+        else:
+            held += piece
+    yield "\n"
+
+
+def markdown_turn(turn: dict[str, Any], position: int) -> str:
+    """One turn of the export (its lines, joined); ``position`` numbers a turn without an
+    index."""
+    rendered = render_turn(turn)
+    registry = number_sources(turn)
+    label_prefix = f"t{(rendered.index if rendered.index is not None else position) + 1}"
+    heading = f"## Turn {label_prefix[1:]} · {role_label(rendered)}"
+    if rendered.provider or rendered.model:
+        heading += f" · {_md_text(rendered.provider)} / {_md_text(rendered.model)}"
+    lines = ["---", "", heading, ""]
+    if rendered.status and rendered.status != "complete":
+        reason = f" ({_md_text(rendered.end_reason)})" if rendered.end_reason else ""
+        lines += [f"_Status: {_md_text(rendered.status)}{reason}_", ""]
+    events = {event_id(e, i): e for i, e in enumerate(seq_order(turn.get("events")))}
+    for item in rendered.items:
+        if isinstance(item, MessageItem):
+            run = [events[i] for i in item.event_ids or (item.event_id,) if i in events]
+            event = merge_run(run) if run else {}
+            text = event.get("text") if isinstance(event.get("text"), str) else ""
+            refs = []
+            for attribution in citation_order(event):
+                number = registry.number_for(attribution.get("source"))
+                if number is None:
+                    continue
+                rng = attribution_range(attribution, len(text))
+                refs.append((rng[1] if rng else len(text), f"{label_prefix}-{number}"))
+            lines += [_markdown_message(text, refs), ""]
+            if item.incomplete:
+                lines += ["_(This message was cut off.)_", ""]
+        elif isinstance(item, ActivityItem):
+            lines += [f"> {_md_activity(item)}", ""]
+            lines += _md_details(item.details, shows_tools(item))
+        elif isinstance(item, ReasoningItem):
+            if item.redacted:
+                lines += ["> _Reasoning (redacted by the provider)_", ""]
+            elif item.text:
                 lines += [
-                    f"Tool call `{item.name.replace('`', '')}`{cut}:",
+                    "<details><summary>Reasoning</summary>",
                     "",
-                    _fence(item.arguments, "json"),
+                    _fence(item.text),
+                    "",
+                    "</details>",
                     "",
                 ]
-            elif isinstance(item, RefusalItem):
-                category = f" ({_md_text(item.category)})" if item.category else ""
-                lines += [f"> **Refused by the provider**{category}", ""]
-                if item.explanation:
-                    lines += [f"> {_md_text(line)}" for line in item.explanation.splitlines()]
-                    lines.append("")
-            elif isinstance(item, ArtifactItem):
-                summary = f": {_md_text(item.summary)}" if item.summary else ""
-                lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
-        for source in rendered.sources:
-            lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
-        if rendered.sources:
-            lines.append("")
-        if rendered.also_consulted:
-            lines += ["Also consulted:", ""]
-            lines += [f"- {_md_source(source)}" for source in rendered.also_consulted]
-            lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+        elif isinstance(item, ToolCallItem):
+            cut = " (cut off while its arguments arrived)" if item.incomplete else ""
+            lines += [
+                f"Tool call `{item.name.replace('`', '')}`{cut}:",
+                "",
+                _fence(item.arguments, "json"),
+                "",
+            ]
+        elif isinstance(item, RefusalItem):
+            category = f" ({_md_text(item.category)})" if item.category else ""
+            lines += [f"> **Refused by the provider**{category}", ""]
+            if item.explanation:
+                lines += [f"> {_md_text(line)}" for line in item.explanation.splitlines()]
+                lines.append("")
+        elif isinstance(item, ArtifactItem):
+            summary = f": {_md_text(item.summary)}" if item.summary else ""
+            lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
+    for source in rendered.sources:
+        lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
+    if rendered.sources:
+        lines.append("")
+    if rendered.also_consulted:
+        lines += ["Also consulted:", ""]
+        lines += [f"- {_md_source(source)}" for source in rendered.also_consulted]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,26 @@
+"""Streamed HTTP responses fed by blocking iterators (database reads, rendering)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, StreamingHttpResponse
+
+
+async def in_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A blocking iterator served from an ASGI response: each step in the database thread,
+    so the event loop is never blocked and each chunk goes out as soon as it is made (Django
+    would otherwise read a synchronous iterator whole into memory before sending any of it)."""
+    step = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
+    while (chunk := await step()) is not None:
+        yield chunk
+
+
+def streaming_response(request: HttpRequest, chunks: Iterator[bytes],
+                       content_type: str) -> StreamingHttpResponse:
+    """``chunks`` as a response body, streamed under ASGI and WSGI alike."""
+    if isinstance(request, ASGIRequest):
+        return StreamingHttpResponse(in_thread(chunks), content_type=content_type)
+    return StreamingHttpResponse(chunks, content_type=content_type)
