@@ -54,7 +54,7 @@ from .sources import (
 from .text import clean_block_text, clean_text
 
 # Bump on ANY change to rendered output: cached HTML is keyed by (RENDERER_VERSION, event id).
-RENDERER_VERSION = 3
+RENDERER_VERSION = 4
 
 
 def _str(value: object) -> str:

@@ -39,7 +39,10 @@ def is_allowed_url(value: str, *, allow_fragment: bool = False) -> bool:
     if url[:2].replace("\\", "/") == "//":
         return False
     try:
-        scheme = urlsplit(url).scheme.lower()
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme in ("http", "https"):
+            parts.port  # noqa: B018 -- raises on a port a browser would refuse too
     except ValueError:
         return False
     if scheme in ("http", "https"):

@@ -323,3 +323,27 @@ def test_corpus(corpus: str) -> None:
         if problems:
             failures.append((f"export {start}", "", problems[:3]))
     assert not failures, f"{len(failures)} of {len(vectors)} vectors fail: {failures[:5]}"
+
+
+# Math, highlighted code, task lists and aligned tables: the same vectors placed inside each
+# construct (and so through latex2mathml, Pygments and the new sanitizer allowances).
+CONSTRUCTS = ("${}$", "$$\n{}\n$$", "\\({}\\)", "\\[{}\\]", "$\\text{{}}$", "```html\n{}\n```",
+              "```js\n{}\n```", "- [x] {}", "| a | b |\n|:-:|--:|\n| {} | x |")  # fmt: skip
+CONSTRUCT_VECTORS = 60  # per corpus (evenly spread), times every construct
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_corpus_inside_rich_constructs(corpus: str) -> None:
+    vectors = list(dict.fromkeys(CORPORA[corpus]()))
+    stride = max(1, len(vectors) // CONSTRUCT_VECTORS)
+    failures = []
+    documents: set[str] = set()
+    for index, vector in enumerate(vectors[::stride]):
+        for construct in CONSTRUCTS:
+            text = construct.replace("{}", vector.replace("\n", " ") if "|" in construct
+                                     else vector)  # fmt: skip
+            problems = check_vector(index, text, documents)
+            if problems:
+                failures.append((construct, vector[:120], problems[:3]))
+    assert not failures, f"{len(failures)} fail: {failures[:5]}"

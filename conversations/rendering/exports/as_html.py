@@ -20,6 +20,7 @@ from ..items import (
     SourceItem,
     ToolCallItem,
 )
+from ..markdown.code import highlight_css
 from ..text import clean_text
 from ..turn import RENDERER_VERSION, render_turn
 from .document import activity_line, document_turns, role_label, shows_tools
@@ -47,6 +48,11 @@ iframe.search-entry-point { border: 0; width: 100%; height: 4.5rem; }
 .activity-details img { max-width: 100%; height: auto; }
 .error, .refusal .activity { color: #b91c1c; }
 table { border-collapse: collapse; } th, td { border: 1px solid var(--line); padding: .2rem .5rem; }
+.align-left { text-align: left; } .align-center { text-align: center; }
+.align-right { text-align: right; }
+.math-display { overflow-x: auto; text-align: center; } .math-display math { display: inline math; }
+.contains-task-list { list-style: none; padding-left: 1.1rem; }
+.task-list-item-checkbox { margin: 0 .4rem 0 -1.1rem; }
 """
 
 _CSP = (
@@ -153,15 +159,16 @@ def html_export(doc: dict[str, Any]) -> str:
         meta.append(f"created {clean_text(conversation.get('created_at'), limit=60)}")
     if conversation.get("forked_from"):
         meta.append(f"forked from {clean_text(conversation.get('forked_from'), limit=200)}")
-    meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
+    meta.append("exported from Turnscope")
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="referrer" content="no-referrer">',
+        f'<meta name="generator" content="Turnscope (renderer {RENDERER_VERSION})">',
         f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style>",
+        f"<style>{_CSS}{highlight_css()}</style>",
         "</head><body><main>",
         f'<header><h1><bdi>{_e(title)}</bdi></h1><p class="meta">{_e(" · ".join(meta))}</p>'
         "</header>",
