@@ -142,9 +142,10 @@ def test_unknown_language_and_indented_code_are_plain() -> None:
 
 def test_cited_code_nests_cite_and_token_spans() -> None:
     text = "Intro.\n\n```js\nconst total = price * count;\n```\n"
-    html = render(text, cite(text, "otal = price"))
-    assert cited_texts(html)[1] == "otal = price"
-    assert '<span class="cite" data-sources="1"><span class="hl-nx">otal</span>' in html
+    html = render(text, cite(text, "= price *"))
+    assert cited_texts(html)[1] == "= price *"
+    assert '<span class="cite" data-sources="1"><span class="hl-o">=</span> price ' in html
+    assert '<span class="hl-kd">const</span>' in html  # names and punctuation stay plain text
     assert html.index("</code>") < html.index("cite-marker") < html.index("</pre>")
 
 

@@ -49,12 +49,19 @@ def _lexer(language: str) -> Lexer | None:
         return None
 
 
-@lru_cache(maxsize=1024)
-def _class_of(ttype: _TokenType) -> str:
+def _short_class(ttype: _TokenType) -> str:
     while ttype not in STANDARD_TYPES:
         ttype = ttype.parent
     name = STANDARD_TYPES[ttype]
     return CLASS_PREFIX + name if name and name != "w" else ""
+
+
+@lru_cache(maxsize=1024)
+def _class_of(ttype: _TokenType) -> str:
+    """The span class of a token type; "" for types drawn as plain text in both schemes
+    (names, punctuation): fewer elements, less for the sanitizer to parse."""
+    cls = _short_class(ttype)
+    return "" if cls in _plain_classes() else cls
 
 
 def _tokens(code: str, language: str) -> list[tuple[str, str]] | None:
@@ -183,21 +190,42 @@ def _readable(colour: str, background: str) -> str:
     return "".join(f"{c:02x}" for c in rgb)
 
 
-def _style_rules(style_name: str, background: str) -> list[str]:
+def _declarations(style_name: str, background: str) -> dict[str, tuple[str, str, str]]:
+    """class -> (colour, weight, style) in one scheme; the style's own text colour and no
+    colour are both "inherit"."""
     from pygments.styles import get_style_by_name
+    from pygments.token import Text
 
     style = get_style_by_name(style_name)
-    rules = []
+    base = style.style_for_token(Text)["color"]
+    out = {}
     for ttype, spec in style:
-        cls = _class_of(ttype)
+        cls = _short_class(ttype)
         if not cls or ttype not in STANDARD_TYPES:
             continue
-        # Every property in every rule, so the dark block fully replaces the light one.
-        color = f"#{_readable(spec['color'], background)}" if spec["color"] else "inherit"
-        weight = "bold" if spec["bold"] else "normal"
-        italic = "italic" if spec["italic"] else "normal"
-        rules.append(f".{cls} {{ color: {color}; font-weight: {weight}; font-style: {italic} }}")
-    return rules
+        colour = spec["color"]
+        shown = f"#{_readable(colour, background)}" if colour and colour != base else "inherit"
+        out[cls] = (shown, "bold" if spec["bold"] else "normal",
+                    "italic" if spec["italic"] else "normal")
+    return out
+
+
+_PLAIN = ("inherit", "normal", "normal")
+
+
+@lru_cache(maxsize=1)
+def _plain_classes() -> frozenset[str]:
+    light = _declarations(LIGHT_STYLE, LIGHT_BACKGROUND)
+    dark = _declarations(DARK_STYLE, DARK_BACKGROUND)
+    return frozenset(c for c in light if light[c] == _PLAIN and dark.get(c, _PLAIN) == _PLAIN)
+
+
+def _style_rules(style_name: str, background: str) -> list[str]:
+    # Every property in every rule, so the dark block fully replaces the light one.
+    plain = _plain_classes()
+    return [f".{cls} {{ color: {colour}; font-weight: {weight}; font-style: {italic} }}"
+            for cls, (colour, weight, italic) in _declarations(style_name, background).items()
+            if cls not in plain]
 
 
 def highlight_css() -> str:

@@ -58,6 +58,12 @@ def _decode(match: re.Match[str]) -> str:
 
 def _serialize(el: Element, out: list[str]) -> None:
     tag = el.tag if isinstance(el.tag, str) else ""
+    # An <mrow> around exactly one element (and no text or attributes) is that element
+    # (MathML Core): latex2mathml writes many; each is work for the sanitizer and the page.
+    while (tag == "mrow" and not el.attrib and len(el) == 1 and not (el.text or "").strip()
+           and not (el[0].tail or "").strip()):  # fmt: skip
+        el = el[0]
+        tag = el.tag if isinstance(el.tag, str) else ""
     known = tag in MATHML_TAGS
     if known:
         attrs = "".join(
