@@ -1,13 +1,14 @@
 """The Markdown export: the model's Markdown as written, with footnote citations.
 
-Titles, excerpts and queries are escaped so they stay literal text; footnote references go
-where the block parser says a cited span's block ends, never inside Markdown syntax.
+Titles, excerpts and queries are escaped so they stay literal text. The model's own raw HTML
+and images are escaped so the file is as inert in a viewer that renders HTML as the page is
+(``source``); footnote references go where the page puts the citation markers, never inside
+Markdown syntax.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from typing import Any
 
 from ..activities import ActivityDetails
@@ -20,12 +21,13 @@ from ..items import (
     SourceItem,
     ToolCallItem,
 )
-from ..markdown import MAX_MARKDOWN_CHARS, block_tokens, line_starts, prepare_text, remap
+from ..markdown import MAX_MARKDOWN_CHARS, prepare_text, remap
 from ..runs import event_id, merge_run
 from ..sources import attribution_range, citation_order, number_sources, seq_order
 from ..text import clean_text
-from ..turn import RENDERER_VERSION, render_turn
+from ..turn import render_turn
 from .document import activity_line, document_turns, labelled_summary, role_label, shows_tools
+from .source import neutralise
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~&])")
 
@@ -45,61 +47,40 @@ def _fence(text: str, info: str = "text") -> str:
     return f"{ticks}{info}\n{text}\n{ticks}"
 
 
-def _footnote_offsets(text: str, ends: list[int]) -> list[tuple[int, bool]]:
-    """Where to put each footnote reference: ``(offset, on_its_own_line)``.
-
-    Inline positions are unknown to the block parser, so a reference goes at the end of the
-    paragraph/heading/list item where the cited span ends, or on its own line after a code
-    block or table: never inside Markdown syntax.
-    """
-    if len(text) > MAX_MARKDOWN_CHARS:
-        return [(len(text.rstrip()), False)] * len(ends)
-    tokens = block_tokens(text)
-    starts = line_starts(text)
-    nlines = len(starts)
-
-    def line_end(line: int) -> int:
-        end = starts[line + 1] - 1 if line + 1 < nlines else len(text)
-        while end > starts[line] and text[end - 1] in " \t":
-            end -= 1
-        return end
-
-    blocks: list[tuple[int, tuple[int, bool]]] = []  # (span start, insertion point)
-    in_table = False
-    for token in tokens:
-        if token.type in ("table_open", "table_close"):
-            in_table = token.type == "table_open"
-        if not token.map or token.map[0] >= nlines:
-            continue
-        first, last = token.map
-        if token.type == "inline" and not in_table:
-            blocks.append((starts[first], (line_end(last - 1), False)))
-        elif token.type in ("fence", "code_block", "html_block", "table_open"):
-            blocks.append((starts[first], (line_end(last - 1), True)))
-    blocks.sort()
-    span_starts = [b[0] for b in blocks]
-    out = []
-    for end in ends:
-        i = bisect_right(span_starts, max(end - 1, 0)) - 1
-        out.append(blocks[i][1] if i >= 0 else (len(text.rstrip()), False))
-    return out
-
-
 def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
+    """The model's Markdown with raw HTML and images made inert (``source.neutralise``) and
+    each footnote reference where the page puts the citation's marker (``Layout.place``)."""
     prepared, removed = prepare_text(text)
-    if not refs:
-        return prepared.strip("\n")
     ends = [remap(end, removed) for end, _ in refs]
+    if len(prepared) > MAX_MARKDOWN_CHARS:
+        # The page shows such a text escaped, unparsed: so does the export.
+        labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
+        return _fence(prepared) + (f"\n\n{labels}" if labels else "")
+    safe, ends, layout = neutralise(prepared, ends)
+    if layout is None:
+        labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
+        return _fence(prepared) + (f"\n\n{labels}" if labels else "")
     inserts: dict[tuple[int, bool], list[str]] = {}
-    for where, (_, label) in zip(_footnote_offsets(prepared, ends), refs, strict=True):
-        bucket = inserts.setdefault(where, [])
+    for end, (_, label) in zip(ends, refs, strict=True):
+        bucket = inserts.setdefault(layout.place(end), [])
         if label not in bucket:
             bucket.append(label)
-    out = prepared
+    out = safe
     for (at, own_line), labels in sorted(inserts.items(), reverse=True):
         refs_text = "".join(f"[^{label}]" for label in labels)
+        if not own_line and at > 0 and out[at - 1] == "!" and not _escaped(out, at - 1):
+            # "![^1]" would read as an image: the "!" is escaped (it shows the same).
+            out = out[: at - 1] + "\\!" + refs_text + out[at:]
+            continue
         out = out[:at] + (f"\n\n{refs_text}\n" if own_line else refs_text) + out[at:]
     return out.strip("\n")
+
+
+def _escaped(text: str, index: int) -> bool:
+    count = 0
+    while index - count - 1 >= 0 and text[index - count - 1] == "\\":
+        count += 1
+    return count % 2 == 1
 
 
 def _md_activity(item: ActivityItem) -> str:
@@ -152,7 +133,7 @@ def markdown_export(doc: dict[str, Any]) -> str:
         meta.append(f"created {_md_text(clean_text(conversation.get('created_at'), limit=60))}")
     if conversation.get("forked_from"):
         meta.append(f"forked from {_md_text(clean_text(conversation.get('forked_from'), 200))}")
-    meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
+    meta.append("exported from Turnscope")
     lines += [" · ".join(meta), ""]
 
     for position, turn in enumerate(turns):

@@ -10,6 +10,9 @@ contents are aligned back to the source as for citations), and the parse is repe
 nothing is left (escaping an HTML block's first tag exposes the tags inside it); if that does
 not settle, the whole message becomes a code block.
 
+Links whose target the page would not link (``urls.is_allowed_url``: javascript:, data:,
+relative) get the same backslash before their ``[`` or ``<``, so they stay text too.
+
 ``Layout`` says where a footnote reference can go so it lands where the page puts the marker:
 right after the cited text, moved past a link, code span, formula or autolink it would
 otherwise fall into, out of block syntax, and after a code or math block on its own line.
@@ -30,6 +33,7 @@ from markdown_it.rules_inline import StateInline
 
 from ..markdown import content_segments, line_starts, math_plugin
 from ..markdown.prepare import snap
+from ..urls import is_allowed_url
 
 _INDEX = "export_inline_index"  # env: the inline token being parsed
 _FOUND = "export_found"  # env: what the recording rules saw
@@ -44,16 +48,20 @@ MAX_PASSES = 8
 @dataclass
 class _Found:
     html_blocks: list[int] = field(default_factory=list)  # source positions of "<"
-    inline: list[tuple[int, int, int, str]] = field(default_factory=list)  # token, start, end
+    # (token index, start, end, rule, href of a link) in content offsets
+    inline: list[tuple[int, int, int, str, str | None]] = field(default_factory=list)
 
 
 def _recording(name: str, rule: Callable[[StateInline, bool], bool]) -> Any:
     def wrapped(state: StateInline, silent: bool) -> bool:
-        start = state.pos
+        start, count = state.pos, len(state.tokens)
         ok = rule(state, silent)
         if ok and not silent:
+            href = next((t.attrs.get("href") for t in state.tokens[count:]
+                         if t.type == "link_open"), None)  # fmt: skip
             found: _Found = state.env[_FOUND]
-            found.inline.append((state.env[_INDEX], start, state.pos, name))
+            found.inline.append((state.env[_INDEX], start, state.pos, name,
+                                 href if isinstance(href, str) else None))
         return ok
 
     return wrapped
@@ -79,17 +87,23 @@ def _html_block(rule: Callable[[StateBlock, int, int, bool], bool]) -> Any:
     return wrapped
 
 
-def _viewer_parser() -> MarkdownIt:
+def _viewer_parser(math: bool) -> MarkdownIt:
     """Markdown as a viewer reads it: CommonMark with raw HTML and images, GFM tables,
-    strikethrough and bare links, and the math delimiters the page knows."""
+    strikethrough and bare links; with ``math``, the math delimiters the page knows too (for
+    placing references only: a viewer without math reads HTML inside ``$…$``)."""
     md = MarkdownIt("commonmark", {"html": True, "linkify": True})
     md.enable(["table", "strikethrough", "linkify"])
-    math_plugin(md)
+    # Every link a viewer might make is seen (and judged by this project's policy below).
+    md.validateLink = lambda url: True  # type: ignore[method-assign]
+    md.normalizeLink = lambda url: url  # type: ignore[method-assign]
+    if math:
+        math_plugin(md)
     md.core.ruler.at("inline", _inline_with_index)
     md.block.ruler.at("html_block", _html_block(_rule(md, "html_block")),
                       {"alt": ["paragraph", "reference", "blockquote"]})
     for name in _ATOMIC:
-        md.inline.ruler.at(name, _recording(name, _inline_rule(md, name)))
+        if math or not name.startswith("math"):
+            md.inline.ruler.at(name, _recording(name, _inline_rule(md, name)))
     return md
 
 
@@ -104,10 +118,12 @@ def _inline_rule(md: MarkdownIt, name: str) -> Any:
 _local = threading.local()
 
 
-def _parser() -> MarkdownIt:
-    md = getattr(_local, "md", None)
+def _parser(math: bool) -> MarkdownIt:
+    name = "math" if math else "plain"
+    md = getattr(_local, name, None)
     if md is None:
-        md = _local.md = _viewer_parser()
+        md = _viewer_parser(math)
+        setattr(_local, name, md)
     return md
 
 
@@ -150,9 +166,9 @@ class Layout:
         return p, False
 
 
-def _analyse(text: str) -> tuple[Layout, list[int]]:
+def _analyse(text: str, math: bool = False) -> tuple[Layout, list[int]]:
     """The layout of ``text`` and the positions a backslash must go before."""
-    md = _parser()
+    md = _parser(math)
     found = _Found()
     env: dict[str, Any] = {_FOUND: found}
     tokens = md.parse(text, env)
@@ -174,7 +190,7 @@ def _analyse(text: str) -> tuple[Layout, list[int]]:
 
     escapes: list[int] = list(found.html_blocks)
     atomic: list[tuple[int, int]] = []
-    for index, start, stop, name in found.inline:
+    for index, start, stop, name, href in found.inline:
         a = source(index, start)
         b = source(index, stop - 1) if stop > start else a
         if a is None or b is None:
@@ -189,6 +205,11 @@ def _analyse(text: str) -> tuple[Layout, list[int]]:
             escapes.append(a)
         elif name == "image":
             if text[a] != "!":
+                return Layout(text, [], [], [], exact=False), [-1]
+            escapes.append(a)
+        elif name in ("link", "autolink") and href is not None and not is_allowed_url(href):
+            # A link the page shows as text (javascript:, data:, relative): text here too.
+            if text[a] not in "[<":
                 return Layout(text, [], [], [], exact=False), [-1]
             escapes.append(a)
     opaque = []
@@ -216,6 +237,7 @@ def neutralise(text: str, ends: list[int]) -> tuple[str, list[int], Layout | Non
         if escapes == [-1]:
             return text, list(ends), None
         if not escapes:
+            layout, _ = _analyse(current, math=True)
             return current, mapped, layout
         for at in reversed(escapes):
             current = current[:at] + "\\" + current[at:]
