@@ -14,6 +14,7 @@ from ..entry_point import SEARCH_ENTRY_POINT_SANDBOX
 from ..items import (
     ActivityItem,
     ArtifactItem,
+    ErrorItem,
     MessageItem,
     ReasoningItem,
     RefusalItem,
@@ -137,6 +138,10 @@ def _html_item(item: Any) -> str:
             f'<div class="tool-call"><p class="activity">Tool call <code>{_e(item.name)}</code>'
             f"{cut}</p><pre>{_e(item.arguments)}</pre></div>"
         )
+    if isinstance(item, ErrorItem):
+        code = f" <code>{_e(item.code)}</code>" if item.code else ""
+        message = f": {_e(item.message)}" if item.message else ""
+        return f'<p class="error">Error from the provider{code}{message}</p>'
     if isinstance(item, ArtifactItem):
         head = f'<p class="artifact-type">{_e(item.artifact_type)}'
         head += f": {_e(item.summary)}</p>" if item.summary else "</p>"

@@ -15,6 +15,7 @@ from ..activities import ActivityDetails
 from ..items import (
     ActivityItem,
     ArtifactItem,
+    ErrorItem,
     MessageItem,
     ReasoningItem,
     RefusalItem,
@@ -192,6 +193,10 @@ def markdown_export(doc: dict[str, Any]) -> str:
                 if item.explanation:
                     lines += [f"> {_md_text(line)}" for line in item.explanation.splitlines()]
                     lines.append("")
+            elif isinstance(item, ErrorItem):
+                code = f" `{item.code.replace('`', '')}`" if item.code else ""
+                message = f": {_md_text(item.message)}" if item.message else ""
+                lines += [f"> **Error from the provider**{code}{message}", ""]
             elif isinstance(item, ArtifactItem):
                 summary = f": {_md_text(item.summary)}" if item.summary else ""
                 lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
