@@ -308,3 +308,40 @@ def test_markdown_export_makes_raw_html_and_images_text(text: str, expected: str
         assert token.type != "html_block" or token.content.startswith(("<details", "</details"))
         for child in token.children or []:
             assert child.type not in ("html_inline", "image"), child
+
+
+def test_provider_labels() -> None:
+    redirect = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQE"
+    events = [
+        {"id": "r1", "seq": 1, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "o1", "seq": 2, "kind": "hosted_activity", "activity": {
+            "id": "ws_1", "name": "web_search", "state": "completed",
+            "input": {"action": "open_page", "url": "https://a.example/p?utm_source=openai"}}},
+        {"id": "r2", "seq": 3, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "f1", "seq": 4, "kind": "hosted_activity", "activity": {
+            "id": "ws_2", "name": "web_search", "state": "completed",
+            "input": {"action": "find_in_page", "url": "https://a.example/p", "pattern": "tide"}}},
+        {"id": "r3", "seq": 5, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "m1", "seq": 6, "kind": "message", "text": "Tides rise.", "attributions": [
+            {"source": {"url": redirect, "title": "worldatlas.com"}, "excerpt": "",
+             "range": {"start": 0, "end": 11}}]},
+        {"id": "r4", "seq": 7, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "p1", "seq": 8, "kind": "provider_artifact", "type": "google.search_entry_point",
+         "summary": "", "display_html": "<div>chips</div>"},
+    ]  # fmt: skip
+    rendered = render_turn(make_turn(events=events))
+    reasoning = [i for i in rendered.items if isinstance(i, ReasoningItem)]
+    assert [r.count for r in reasoning] == [3, 1]  # three before the message, one after
+    opened, found = [i for i in rendered.items if isinstance(i, ActivityItem)]
+    assert opened.label == (("Page opened: https://a.example/p", False),) and opened.query is None
+    assert found.label == (("Searched the page for: tide (in https://a.example/p)", False),)
+    [source] = rendered.sources
+    assert (source.label, source.domain, source.redirect) == ("worldatlas.com", "worldatlas.com",
+                                                              True)
+    [artifact] = [i for i in rendered.items if isinstance(i, ArtifactItem)]
+    assert artifact.label == "Google Search suggestions"
+    markdown = render_export(conversation(make_turn(events=events)), "markdown")
+    assert "redacted by the provider, 3 steps" in markdown
+    assert "Page opened: https://a.example/p —" in markdown
+    assert "(via a Google redirect link)" in markdown
+    assert "> Google Search suggestions" in markdown and "google.search_entry_point" not in markdown

@@ -76,6 +76,8 @@ def _html_source(source: SourceItem) -> str:
     parts = [name]
     if source.domain:
         parts.append(f' <span class="domain">{_e(source.domain)}</span>')
+    if source.redirect:
+        parts.append(' <span class="domain">via a Google redirect link</span>')
     elif source.url and source.url != source.label:
         parts.append(f' <span class="domain">{_e(source.url)}</span>')
     if source.excerpt:
@@ -125,7 +127,8 @@ def _html_item(item: Any) -> str:
                 f"</p>{explanation}</div>")
     if isinstance(item, ReasoningItem):
         if item.redacted:
-            return '<p class="activity">Reasoning (redacted by the provider)</p>'
+            steps = f", {item.count} steps" if item.count > 1 else ""
+            return f'<p class="activity">Reasoning (redacted by the provider{steps})</p>'
         if not item.text:
             return ""
         return (
@@ -143,8 +146,8 @@ def _html_item(item: Any) -> str:
         message = f": {_e(item.message)}" if item.message else ""
         return f'<p class="error">Error from the provider{code}{message}</p>'
     if isinstance(item, ArtifactItem):
-        head = f'<p class="artifact-type">{_e(item.artifact_type)}'
-        head += f": {_e(item.summary)}</p>" if item.summary else "</p>"
+        head = f'<p class="artifact-type">{_e(item.label or item.artifact_type)}'
+        head += f": {_e(item.summary)}</p>" if item.summary and not item.label else "</p>"
         frame = ""
         if item.srcdoc is not None:
             # Already escaped for the attribute by the sanitizer module.

@@ -120,6 +120,8 @@ def _md_source(source: SourceItem) -> str:
     link = f"[{name}]({_md_url(source.href)})" if source.href else name
     if not source.href and source.url and source.url != source.label:
         link += f" ({_md_text(source.url)})"
+    if source.redirect:
+        link += " (via a Google redirect link)"
     if source.excerpt:
         link += f" — “{_md_text(source.excerpt)}”"
     return link
@@ -169,7 +171,8 @@ def markdown_export(doc: dict[str, Any]) -> str:
                 lines += _md_details(item.details, shows_tools(item))
             elif isinstance(item, ReasoningItem):
                 if item.redacted:
-                    lines += ["> _Reasoning (redacted by the provider)_", ""]
+                    steps = f", {item.count} steps" if item.count > 1 else ""
+                    lines += [f"> _Reasoning (redacted by the provider{steps})_", ""]
                 elif item.text:
                     lines += [
                         "<details><summary>Reasoning</summary>",
@@ -199,7 +202,9 @@ def markdown_export(doc: dict[str, Any]) -> str:
                 lines += [f"> **Error from the provider**{code}{message}", ""]
             elif isinstance(item, ArtifactItem):
                 summary = f": {_md_text(item.summary)}" if item.summary else ""
-                lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
+                what = _md_text(item.label) if item.label else (
+                    f"Provider artifact {_md_text(item.artifact_type)}{summary}")
+                lines += [f"> {what}", ""]
         for source in rendered.sources:
             lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
         if rendered.sources:

@@ -24,7 +24,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from ..urls import is_allowed_url
+from ..urls import is_allowed_url, shown_url
 from .blocks import table_align_plugin, task_list_plugin
 from .code import highlight_plugin
 from .depth import inline_depth_plugin
@@ -74,6 +74,9 @@ def new_parser() -> MarkdownIt:
     md.linkify = _QuickLinkify(md.linkify)
     # The link policy (markdown-it's documented hook): absolute http, https and mailto only.
     md.validateLink = is_allowed_url  # type: ignore[method-assign]
+    # Links shown without the provider's tracking parameter (``urls.shown_url``).
+    normalize = md.normalizeLink
+    md.normalizeLink = lambda url: normalize(shown_url(url))  # type: ignore[method-assign]
     for plugin in PLUGINS:
         md.use(plugin)
     return md
