@@ -196,7 +196,7 @@ def test_markdown_export_has_footnotes_and_literal_titles() -> None:
     assert "exported from Turnscope" in text and "renderer" not in text
     assert "## Turn 2 · Assistant · anthropic / claude-x" in text and "Agent" not in text
     assert "The river rose two metres.[^t2-1]" in text
-    assert "[^t2-1]: [Gauges](<https://gauges.example/river#:~:text=" in text
+    assert "[^t2-1]: Source 1: [Gauges](<https://gauges.example/river#:~:text=" in text
     assert "web search “river levels”: completed" in text
     assert "web fetch “https://slow.example/”: never finished" in text
     assert "Reasoning (redacted by the provider)" in text
@@ -274,6 +274,7 @@ def test_markdown_export_puts_the_footnote_where_the_page_puts_the_marker() -> N
         ("First item.\n\n- second", "First item.\n\n- ", "First item.[^t1-1]\n\n- second"),
         ("It is **very wet** today.", "It is **very wet", "It is **very wet[^t1-1]** today."),
         ("Wow!", "Wow!", "Wow\\![^t1-1]"),
+        ("Run `f`('x') now", "Run `f", "Run `f`[^t1-1] ('x') now"),
     ],
 )  # fmt: skip
 def test_markdown_export_footnote_never_inside_syntax(text: str, part: str,

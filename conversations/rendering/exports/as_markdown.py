@@ -73,6 +73,9 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
             # "![^1]" would read as an image: the "!" is escaped (it shows the same).
             out = out[: at - 1] + "\\!" + refs_text + out[at:]
             continue
+        if not own_line and out[at : at + 1] in ("(", "["):
+            # "[^1](x)" / "[^1][x]" would read as a link: a space keeps the reference alone.
+            refs_text += " "
         out = out[:at] + (f"\n\n{refs_text}\n" if own_line else refs_text) + out[at:]
     return out.strip("\n")
 
@@ -206,7 +209,11 @@ def markdown_export(doc: dict[str, Any]) -> str:
                     f"Provider artifact {_md_text(item.artifact_type)}{summary}")
                 lines += [f"> {what}", ""]
         for source in rendered.sources:
-            lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
+            # "Source N: " first, as the page's marker says it, and so that a viewer without
+            # footnotes never reads the line as a link reference definition (a one-word
+            # source would become every reference's link target).
+            lines += [f"[^{label_prefix}-{source.number}]: Source {source.number}: "
+                      f"{_md_source(source)}"]
         if rendered.sources:
             lines.append("")
         if rendered.also_consulted:
