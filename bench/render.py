@@ -4,10 +4,14 @@
 
 Generates a conversation of agent turns, each with ``--blocks`` cited markdown blocks spread
 over four message events (paragraphs with emphasis, links, code spans and bare URLs; list
-items; a heading; a fenced code block), ranges that cross blocks and overlap, plus a completed
-web search with its sources. It then times, in the same process and interleaved:
+items, some of them tasks; a heading; a fenced code block in one of three languages; a table
+with aligned columns; display math, and inline math in some sentences), ranges that cross
+blocks and overlap, plus a completed web search with its sources. It then times, in the same
+process and interleaved:
 
-* floor — ``MarkdownIt("js-default", linkify).render`` of every message text, nothing else;
+* floor — ``MarkdownIt("js-default", linkify)`` with the page's markdown plugins (math as
+  MathML, task lists, table alignment, Pygments highlighting: ``floor_parser``) rendering
+  every message text, nothing else;
 * cold  — ``render_turn`` of every turn with no cached HTML: source numbering, spans,
   markers, sanitizing, timeline items.
 
@@ -48,7 +52,9 @@ django.setup()
 from markdown_it import MarkdownIt  # noqa: E402
 
 from conversations.rendering import render_turn  # noqa: E402
-from conversations.rendering.markdown import render_markdown  # noqa: E402
+from conversations.rendering.markdown import PLUGINS, cite_plugin, render_markdown  # noqa: E402
+from conversations.rendering.markdown.depth import inline_depth_plugin  # noqa: E402
+from conversations.rendering.markdown.math import render_math  # noqa: E402
 
 _PROSE = (
     "the model reports that rainfall in the region rose sharply during the last decade while "
@@ -76,17 +82,34 @@ def _sentence(rng: random.Random, count: int) -> str:
     elif roll < 0.9:
         i = rng.randrange(count)
         words[i] = f"*{words[i]}*"
+    elif roll < 0.97:
+        i = rng.randrange(count)
+        words[i] = rng.choice(_INLINE_MATH).replace("N", str(rng.randrange(2, 40)))
     return " ".join(words).capitalize() + "."
+
+
+_INLINE_MATH = ("$x_N^2$", "$\\frac{a}{N}$", "\\(\\sqrt{N}\\,\\mathrm{mm}\\)",
+                "$\\alpha + \\beta_N$")
+_DISPLAY_MATH = ("$$\n\\bar{x} = \\frac{1}{N} \\sum_{i=1}^{N} x_i\n$$",
+                 "\\[ \\sigma^2 = \\frac{1}{N-1} \\sum_i (x_i - \\bar{x})^2 \\]")
 
 
 def _block(rng: random.Random, kind: int) -> str:
     if kind == 0:
         return "## " + " ".join(rng.choice(WORDS) for _ in range(5)).capitalize()
     if kind == 1:
-        return "\n".join(f"- {_sentence(rng, 12)}" for _ in range(3))
+        mark = rng.choice(("- ", "- [x] ", "- [ ] "))
+        return "\n".join(f"{mark}{_sentence(rng, 12)}" for _ in range(3))
     if kind == 2:
-        body = "\n".join(f"value_{i} = compute({i}, rate=0.{i})" for i in range(4))
-        return f"```python\n{body}\n```"
+        language = rng.choice(("python", "js", "rust"))
+        body = "\n".join(f"value_{i} = compute({i}, rate=0.{i})  # step {i}" for i in range(4))
+        return f"```{language}\n{body}\n```"
+    if kind == 4:
+        rows = "\n".join(f"| {rng.choice(WORDS)} | {rng.randrange(999)} mm | {_sentence(rng, 4)} |"
+                         for _ in range(3))  # fmt: skip
+        return f"| Station | Rainfall | Note |\n|:--|--:|:-:|\n{rows}"
+    if kind == 5:
+        return rng.choice(_DISPLAY_MATH).replace("N", str(rng.randrange(2, 40)))
     return " ".join(_sentence(rng, rng.randrange(12, 22)) for _ in range(3))
 
 
@@ -112,7 +135,7 @@ def make_turn(rng: random.Random, index: int, blocks: int) -> dict[str, Any]:
     seq = 2
     while made < blocks:
         count = min(per_event, blocks - made)
-        parts = [_block(rng, 3 if i % 4 else rng.randrange(4)) for i in range(count)]
+        parts = [_block(rng, 3 if i % 4 else rng.randrange(6)) for i in range(count)]
         text = "\n\n".join(parts)
         offsets = []
         pos = 0
@@ -163,7 +186,19 @@ def make_conversation(turns: int, blocks: int, seed: int = 7) -> list[dict[str, 
     return [make_turn(rng, i, blocks) for i in range(turns)]
 
 
+def floor_parser() -> MarkdownIt:
+    """markdown-it-py with the same markdown plugins the page uses (math as MathML, task
+    lists, table alignment, Pygments highlighting), without citations or the sanitizer."""
+    md = MarkdownIt("js-default", {"typographer": False, "linkify": True})
+    for plugin in PLUGINS:
+        if plugin not in (cite_plugin, inline_depth_plugin):
+            md.use(plugin)
+    return md
+
+
 def _cpu(fn: Any, arg: Any) -> float:
+    # Formulas are cached per process: every timed render converts them afresh.
+    render_math.cache_clear()
     start = time.process_time()
     fn(arg)
     return time.process_time() - start
@@ -179,7 +214,7 @@ def main() -> None:
     turns = make_conversation(args.turns, args.blocks)
     texts = [[e["text"] for e in t["events"] if e["kind"] == "message"] for t in turns]
     chars = sum(len(text) for group in texts for text in group)
-    md = MarkdownIt("js-default", {"typographer": False, "linkify": True})
+    md = floor_parser()
 
     # Warm the interpreter and the per-thread parser/cleaner on other input.
     for turn in make_conversation(3, args.blocks, seed=99):
@@ -225,7 +260,7 @@ def main() -> None:
         f"{args.turns} turns x {args.blocks} cited blocks = {blocks} blocks, "
         f"{events} message events, {chars:,} characters (CPU seconds, best of {args.repeat})"
     )
-    print(f"floor  markdown-it-py render only            {total['floor']:.3f} s")
+    print(f"floor  markdown-it-py + the same plugins    {total['floor']:.3f} s")
     print(
         f"plain  our render + sanitize, no citations {total['plain']:.3f} s  "
         f"({total['plain'] / total['floor']:.2f}x floor)"

@@ -296,3 +296,83 @@
     followDeepLink();
   }
 })();
+
+// Copy buttons on message code blocks: added here (not in the rendered HTML, which stays
+// markup-only), for blocks already on the page and for those live updates insert.
+(function () {
+  "use strict";
+
+  function addButton(pre) {
+    if (pre.querySelector(":scope > .code-copy") || !pre.querySelector(":scope > code")) return;
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "code-copy";
+    button.textContent = "Copy";
+    button.setAttribute("aria-label", "Copy code");
+    pre.insertBefore(button, pre.firstChild);
+  }
+
+  function scan(root) {
+    if (!root.querySelectorAll) return;
+    if (root.matches && root.matches(".message pre")) addButton(root);
+    root.querySelectorAll(".message pre").forEach(addButton);
+  }
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    return new Promise(function (resolve, reject) {
+      var area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.className = "visually-hidden";
+      document.body.appendChild(area);
+      area.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      document.body.removeChild(area);
+      if (ok) { resolve(); } else { reject(new Error("copy refused")); }
+    });
+  }
+
+  var status = null;
+  function liveRegion() {
+    if (status) return status;
+    status = document.createElement("div");
+    status.className = "visually-hidden";
+    status.setAttribute("aria-live", "polite");
+    document.body.appendChild(status);
+    return status;
+  }
+
+  function announce(button, state, label) {
+    if (state) liveRegion().textContent = label;
+    button.setAttribute("data-state", state);
+    button.textContent = label;
+    button.setAttribute("aria-label", label === "Copy" ? "Copy code" : label);
+    clearTimeout(button._reset);
+    button._reset = setTimeout(function () { announce(button, "", "Copy"); }, 2000);
+  }
+
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest(".code-copy");
+    if (!button) return;
+    var code = button.parentNode.querySelector(":scope > code");
+    if (!code) return;
+    copyText(code.textContent).then(
+      function () { announce(button, "copied", "Copied"); },
+      function () { announce(button, "failed", "Copy failed"); }
+    );
+  });
+
+  function start() {
+    scan(document);
+    new MutationObserver(function (records) {
+      records.forEach(function (record) { record.addedNodes.forEach(scan); });
+    }).observe(document.body, { childList: true, subtree: true });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

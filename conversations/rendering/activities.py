@@ -18,6 +18,7 @@ from typing import Any
 from streams.bodies import IMAGE_MEDIA_TYPES, MAX_IMAGE_URL_CHARS
 
 from .text import clean_block_text, clean_text
+from .urls import shown_url
 
 LabelPart = tuple[str, bool]  # (text, shown as code)
 
@@ -119,6 +120,14 @@ def activity_label(name: str, state: str, inputs: Mapping[str, Any] | None,
             return (("Tool search", False),)
         found = ", ".join(details.tools) if details.tools else "none found"
         return (("Looked up tools: ", False), (found, True) if details.tools else (found, False))
+    if name == "web_search" and inputs.get("action") in ("open_page", "find_in_page"):
+        # OpenAI's browsing actions are web_search calls too; say what they did.
+        url = clean_text(shown_url(inputs.get("url")), limit=300)
+        if inputs["action"] == "open_page":
+            return (("Page opened: " + (url or "(no address given)"), False),)
+        pattern = clean_text(inputs.get("pattern"), limit=200)
+        where = f" (in {url})" if url else ""
+        return ((f"Searched the page for: {pattern or '(no pattern given)'}{where}", False),)
     if name == "image_generation":
         return (("Image generation", False),)
     if name == "advisor":

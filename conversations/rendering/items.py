@@ -7,6 +7,7 @@ string — titles, excerpts, queries, URLs — is plain text for the template en
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .activities import NO_DETAILS, ActivityDetails, LabelPart
@@ -36,14 +37,32 @@ class SourceItem:
     excerpt: str | None
     excerpts: tuple[str, ...]
     anchor: str | None  # id of the list entry (cited sources)
+    redirect: bool = False  # the link is the provider's redirect (Gemini), not the page
+
+
+# Gemini links every web source through this redirect and names the site in the title.
+GOOGLE_REDIRECT = ("vertexaisearch.cloud.google.com", "/grounding-api-redirect/")
+_DOMAIN = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
+
+
+def _redirect_domain(source: Source) -> tuple[str, bool]:
+    """The domain to show and whether the link is Gemini's redirect: for a redirect, the site
+    Gemini names (its title, when that is a domain), never the redirect's host."""
+    host, path = GOOGLE_REDIRECT
+    if source.domain != host or not (source.href or "").startswith(f"https://{host}{path}"):
+        return source.domain, False
+    title = source.title.strip().lower()
+    return (title if _DOMAIN.fullmatch(title) else ""), True
 
 
 def source_item(source: Source, turn_id: str) -> SourceItem:
+    domain, redirect = _redirect_domain(source)
     return SourceItem(
         number=source.number,
         title=source.title,
         label=source.label,
-        domain=source.domain,
+        domain=domain,
+        redirect=redirect,
         url=source.url,
         href=source_href(source),
         excerpt=source.excerpts[0] if source.excerpts else None,
@@ -92,6 +111,7 @@ class ReasoningItem:
     redacted: bool
     incomplete: bool
     type: str = "reasoning"
+    count: int = 1  # redacted rows of one timeline run shown as one (``render_turn``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +147,7 @@ class ArtifactItem:
     srcdoc: SanitizedHTML | None
     sandbox: str = SEARCH_ENTRY_POINT_SANDBOX
     type: str = "artifact"
+    label: str = ""  # what it is, in words ("Google Search suggestions")
 
 
 @dataclass(frozen=True, slots=True)

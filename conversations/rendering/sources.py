@@ -11,7 +11,8 @@ default port, the userinfo and the fragment dropped, an empty path made ``/``, u
 characters percent-encoded. The query is kept as given, tracking parameters included: they are
 part of the address the provider reported, stripping them can change which page loads, and a
 provider appends the same ones every time (OpenAI's ``utm_source=openai``), so they do not
-split one page into two numbers in practice.
+split one page into two numbers in practice. What is shown and linked drops OpenAI's
+``utm_source=openai`` (``urls.shown_url``); the payload keeps the URL as sent.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from urllib.parse import quote, urlsplit
 from streams.bodies import ActivityBody
 
 from .text import clean_text
-from .urls import browser_url
+from .urls import browser_url, shown_url
 
 MAX_URL_CHARS = 8192
 MAX_TITLE_CHARS = 300
@@ -83,7 +84,8 @@ def _normalise(raw: str) -> NormalisedURL:
     path = quote(parts.path or "/", safe=_PATH_SAFE)
     query = quote(parts.query, safe=_QUERY_SAFE)
     key = f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
-    return NormalisedURL(key=key, href=key, domain=host, display=display)
+    return NormalisedURL(key=key, href=shown_url(key), domain=host,
+                         display=clean_text(shown_url(url), limit=300))
 
 
 @dataclass(slots=True)

@@ -155,6 +155,9 @@ def _activity_item(
     ):
         details = replace(details, return_code=None)  # the summary says it already
     never_finished = started_only and not streaming
+    label = activity_label(name, state, group.inputs, details)
+    if name == "web_search" and label:
+        query = None  # the page action's label says the address or pattern already
     return ActivityItem(
         seq=group.seq,
         event_ids=tuple(group.event_ids),
@@ -168,11 +171,33 @@ def _activity_item(
         summary=clean_text(group.summary, limit=500),
         sources=tuple(sources),
         error_code=error_code,
-        label=activity_label(name, state, group.inputs, details),
+        label=label,
         state_label=state_label(name, state, error_code, never_finished=never_finished,
                                 running=started_only and streaming),
         details=details,
     )
+
+
+# Provider artifacts named in the reader's words (others show their summary or type).
+ARTIFACT_LABELS = {"google.search_entry_point": "Google Search suggestions"}
+
+
+def _group_redacted(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Redacted reasoning rows between two messages (one timeline run) as one row with a
+    count, where the first was: OpenAI sends one per step, interleaved with its searches."""
+    out: list[Any] = []
+    first: int | None = None
+    for item in items:
+        if isinstance(item, MessageItem):
+            first = None
+        elif isinstance(item, ReasoningItem) and item.redacted:
+            if first is not None:
+                out[first] = replace(out[first], count=out[first].count + 1,
+                                     incomplete=out[first].incomplete or item.incomplete)
+                continue
+            first = len(out)
+        out.append(item)
+    return tuple(out)
 
 
 def _tool_arguments(value: object) -> str:
@@ -286,11 +311,13 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
         elif kind == "provider_artifact":
             artifact = ArtifactBody.from_body(event)
             display = artifact.display_html
+            artifact_type = clean_text(artifact.type, limit=200)
             items.append(
                 ArtifactItem(
                     seq=seq,
                     event_id=eid,
-                    artifact_type=clean_text(artifact.type, limit=200),
+                    artifact_type=artifact_type,
+                    label=ARTIFACT_LABELS.get(artifact_type, ""),
                     summary=clean_text(artifact.summary, limit=500),
                     srcdoc=SanitizedHTML(search_entry_point_srcdoc(display))
                     if display and display.strip()
@@ -306,12 +333,12 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
             found = made[source.key] = source_item(source, turn_id)
         return found
 
-    final_items = tuple(
+    final_items = _group_redacted(tuple(
         _activity_item(item, registry, streaming, item_for)
         if isinstance(item, _ActivityGroup)
         else item
         for item in items
-    )
+    ))
     agent = turn.get("agent") if isinstance(turn.get("agent"), dict) else {}
     model = agent.get("model") if isinstance(agent.get("model"), dict) else {}
     index = turn.get("index")

@@ -39,10 +39,30 @@ def is_allowed_url(value: str, *, allow_fragment: bool = False) -> bool:
     if url[:2].replace("\\", "/") == "//":
         return False
     try:
-        scheme = urlsplit(url).scheme.lower()
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme in ("http", "https"):
+            parts.port  # noqa: B018 -- raises on a port a browser would refuse too
     except ValueError:
         return False
     if scheme in ("http", "https"):
         # "https:evil.example" and "https:/x" are still https links in a browser; fine.
         return True
     return scheme == "mailto"
+
+
+# Query parameters a provider appends to every link it reports (OpenAI: utm_source=openai):
+# dropped from what is shown and linked; the payload and the source's identity keep them.
+PROVIDER_TRACKING = frozenset({"utm_source=openai"})
+
+
+def shown_url(value: object) -> str:
+    """A URL as shown or linked: without the provider's own tracking parameter."""
+    if not isinstance(value, str) or "?" not in value:
+        return value if isinstance(value, str) else ""
+    head, _, rest = value.partition("?")
+    query, hash_mark, fragment = rest.partition("#")
+    kept = [part for part in query.split("&") if part and part not in PROVIDER_TRACKING]
+    if len(kept) == len([p for p in query.split("&") if p]):
+        return value
+    return head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment

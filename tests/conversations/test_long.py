@@ -193,7 +193,7 @@ def test_finished_turns_are_exported_from_the_cache(alice, monkeypatch):
     # finished, its chunk is made again and cached.
     [(turn, _)] = store.open_turns(conversation, [store.NewTurn(
         "agent", [], status=Turn.Status.STREAMING)])
-    assert b"Turn 13 \xc2\xb7 Agent" in projections.export_document(conversation, "markdown")
+    assert b"Turn 13 \xc2\xb7 Assistant" in projections.export_document(conversation, "markdown")
     assert not TurnExport.objects.filter(turn=turn).exists()
     store.finish_turn(turn, status=Turn.Status.INTERRUPTED, end_reason="interrupted")
     text = projections.export_document(conversation, "markdown")

@@ -21,9 +21,9 @@ MARKDOWN_ALLOWED: dict[str, set[str]] = {
     "hr": set(),
     **{f"h{i}": set() for i in range(1, 7)},
     "blockquote": set(),
-    "ul": set(),
-    "ol": {"start"},
-    "li": set(),
+    "ul": {"class"},
+    "ol": {"start", "class"},
+    "li": {"class"},
     "pre": {"class"},
     "code": {"class"},
     "em": set(),
@@ -34,10 +34,26 @@ MARKDOWN_ALLOWED: dict[str, set[str]] = {
     "thead": set(),
     "tbody": set(),
     "tr": set(),
-    "th": {"style"},
-    "td": {"style"},
+    "th": {"class"},
+    "td": {"class"},
     "span": {"class", "data-sources"},
+    "div": {"class"},
+    "input": {"type", "class", "disabled", "checked", "aria-label"},
 }
+# MathML as latex2mathml builds it (restated, not imported: see the module docstring).
+MATHML_ALLOWED_TAGS = {
+    "math", "mrow", "mi", "mn", "mo", "mtext", "mspace", "msup", "msub", "msubsup", "mfrac",
+    "msqrt", "mroot", "mover", "munder", "munderover", "mtable", "mtr", "mtd", "mstyle",
+    "mpadded", "mphantom", "menclose",
+}  # fmt: skip
+MATHML_ALLOWED_ATTRIBUTES = {
+    "display", "mathvariant", "mathsize", "mathcolor", "mathbackground", "stretchy", "fence",
+    "separator", "form", "largeop", "lspace", "rspace", "width", "height", "depth", "voffset",
+    "minsize", "maxsize", "movablelimits", "accent", "accentunder", "linethickness", "notation",
+    "displaystyle", "scriptlevel", "columnspacing", "rowspacing", "columnalign", "columnlines",
+    "rowlines", "linebreak",
+}  # fmt: skip
+MARKDOWN_ALLOWED.update({tag: MATHML_ALLOWED_ATTRIBUTES for tag in MATHML_ALLOWED_TAGS})
 
 _COMMON = {"class", "style", "role", "title", "aria-label", "aria-hidden"}
 ENTRY_POINT_ALLOWED: dict[str, set[str]] = {

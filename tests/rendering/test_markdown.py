@@ -98,7 +98,9 @@ def test_code_span_is_split_and_still_marked() -> None:
 def test_fence_is_split_and_marker_after_code() -> None:
     text = "Intro text.\n\n```python\nx = 1\ny = 2\n```\n\nAfter."
     html = render(text, cite(text, "1\ny = 2"))
-    assert '<pre><code class="language-python">x = <span class="cite"' in html
+    # highlighted, with the cite span outside the token spans
+    assert ('<pre><code class="language-python">x <span class="hl-o">=</span> '
+            '<span class="cite" data-sources="1"><span class="hl-mi">1</span>') in html
     assert cited_texts(html)[1] == "1\ny = 2"
     assert html.index("</code>") < html.index("cite-marker") < html.index("</pre>")
 

@@ -9,6 +9,7 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.utils import read_fixture_file
 
 from conversations.rendering.markdown import (
+    PLUGINS,
     Cite,
     cite_env,
     cite_plugin,
@@ -62,8 +63,12 @@ def test_on_any_parser_the_plugin_places_spans_and_markers() -> None:
 def test_the_project_parser_is_the_plugins_on_markdown_it() -> None:
     md = new_parser()
     assert md.core.ruler.get_active_rules() == [
-        "block", "cite_sentinels", "cite_references", "inline", "linkify", "replacements",
-        "smartquotes", "text_join", "limit_depth", "cite_spans",
+        "block", "cite_sentinels", "cite_references", "table_align", "inline", "task_lists",
+        "linkify", "replacements", "smartquotes", "text_join", "limit_depth", "cite_spans",
+    ]  # fmt: skip
+    assert [p.__name__ for p in PLUGINS] == [
+        "inline_depth_plugin", "math_plugin", "task_list_plugin", "table_align_plugin",
+        "highlight_plugin", "cite_plugin",
     ]  # fmt: skip
     text = "See [the *gauge*](https://g.example/r) and `code`, then www.h.example."
     cites = [Cite(1, 4, 38, title="Gauge"), Cite(2, 0, len(text))]

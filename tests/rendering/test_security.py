@@ -278,12 +278,12 @@ def export_problems(turns: list[dict[str, Any]], documents: set[str]) -> list[st
                 problems.append("iframe srcdoc is not the sanitized document")
         if el.tag == "style" and "url(" in (el.text or ""):
             problems.append("url() in the export stylesheet")
-    # Markdown export: titles, excerpts, URLs and queries must stay text. The message text is
-    # the model's own markdown, kept as written, so it is left out here.
-    for turn in turns:
-        turn["events"][1]["text"] = "Cited text."
+    # Markdown export: titles, excerpts, URLs and queries stay text, and the model's own
+    # markdown (kept as written) has its raw HTML and images escaped: a viewer that renders
+    # HTML (GFM: raw HTML and tables on) finds none.
     markdown = render_export(doc, "markdown")
-    for token in MarkdownIt("commonmark").parse(markdown):
+    viewer = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    for token in viewer.parse(markdown):
         if token.type == "html_block" and token.content.strip() not in (
             "<details><summary>Reasoning</summary>",
             "</details>",
@@ -292,6 +292,8 @@ def export_problems(turns: list[dict[str, Any]], documents: set[str]) -> list[st
         for child in token.children or []:
             if child.type == "html_inline":
                 problems.append(f"inline HTML in the markdown export: {child.content!r}")
+            if child.type == "image":
+                problems.append(f"an image in the markdown export: {child.attrs!r}")
             if child.type == "link_open":
                 why = url_problem(child.attrs["href"], allow_fragment=False)
                 if why:
@@ -342,3 +344,27 @@ def test_the_chip_styles_are_allowed_exactly_by_hash():
         sha(css), "'unsafe-hashes'", sha("color: rgb(1, 2, 3)"), sha("font-weight: 700")]
     # No style attribute: no 'unsafe-hashes' at all.
     assert entry_point_style_sources(clean_search_entry_point("<b>plain</b>")) == []
+
+
+# Math, highlighted code, task lists and aligned tables: the same vectors placed inside each
+# construct (and so through latex2mathml, Pygments and the new sanitizer allowances).
+CONSTRUCTS = ("${}$", "$$\n{}\n$$", "\\({}\\)", "\\[{}\\]", "$\\text{{}}$", "```html\n{}\n```",
+              "```js\n{}\n```", "- [x] {}", "| a | b |\n|:-:|--:|\n| {} | x |")  # fmt: skip
+CONSTRUCT_VECTORS = 60  # per corpus (evenly spread), times every construct
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_corpus_inside_rich_constructs(corpus: str) -> None:
+    vectors = list(dict.fromkeys(CORPORA[corpus]()))
+    stride = max(1, len(vectors) // CONSTRUCT_VECTORS)
+    failures = []
+    documents: set[str] = set()
+    for index, vector in enumerate(vectors[::stride]):
+        for construct in CONSTRUCTS:
+            text = construct.replace("{}", vector.replace("\n", " ") if "|" in construct
+                                     else vector)  # fmt: skip
+            problems = check_vector(index, text, documents)
+            if problems:
+                failures.append((construct, vector[:120], problems[:3]))
+    assert not failures, f"{len(failures)} fail: {failures[:5]}"

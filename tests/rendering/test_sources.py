@@ -21,7 +21,23 @@ from conversations.rendering.sources import normalise_url, number_sources
 )
 def test_normalise_url(raw: str, key: str) -> None:
     assert normalise_url(raw).key == key
-    assert normalise_url(raw).href == key
+    # OpenAI's own tracking parameter is kept in the identity, not in the link or the text
+    shown = key.replace("?utm_source=openai", "")
+    assert normalise_url(raw).href == shown
+    assert "utm_source" not in normalise_url(raw).display
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("https://a.example/x?utm_source=openai", "https://a.example/x"),
+        ("https://a.example/x?q=1&utm_source=openai#f", "https://a.example/x?q=1"),
+        ("https://a.example/x?utm_source=other", "https://a.example/x?utm_source=other"),
+        ("https://a.example/x?utm_source=openaiX", "https://a.example/x?utm_source=openaiX"),
+    ],
+)
+def test_shown_url_drops_only_openais_parameter(raw: str, shown: str) -> None:
+    assert normalise_url(raw).href == shown
 
 
 @pytest.mark.parametrize(

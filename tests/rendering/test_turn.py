@@ -9,7 +9,6 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conversations.rendering import (
-    RENDERER_VERSION,
     render_export,
     render_turn,
     text_fragment,
@@ -194,9 +193,10 @@ def test_markdown_export_has_footnotes_and_literal_titles() -> None:
     user = {"id": "u", "index": 0, "role": "user", "status": "complete", "events": [
         {"id": "um", "seq": 1, "kind": "message", "text": "How high is the river?"}]}  # fmt: skip
     text = render_export(conversation(user, make_turn(index=1)), "markdown")
-    assert f"exported by Turnscope (renderer {RENDERER_VERSION})" in text
+    assert "exported from Turnscope" in text and "renderer" not in text
+    assert "## Turn 2 · Assistant · anthropic / claude-x" in text and "Agent" not in text
     assert "The river rose two metres.[^t2-1]" in text
-    assert "[^t2-1]: [Gauges](<https://gauges.example/river#:~:text=" in text
+    assert "[^t2-1]: Source 1: [Gauges](<https://gauges.example/river#:~:text=" in text
     assert "web search “river levels”: completed" in text
     assert "web fetch “https://slow.example/”: never finished" in text
     assert "Reasoning (redacted by the provider)" in text
@@ -234,3 +234,115 @@ def test_html_export_is_self_contained() -> None:
         for name in ("src", "href"):
             value = el.attrib.get(name, "")
             assert not value or value.startswith(("#", "https://")), value
+
+
+def _export_of(text: str, *ranges: tuple[int, int]) -> str:
+    turn = make_turn()
+    turn["events"][4].update(text=text, attributions=[
+        {"source": {"url": f"https://s{i}.example/"}, "range": {"start": a, "end": b}}
+        for i, (a, b) in enumerate(ranges)])  # fmt: skip
+    return render_export(conversation(turn), "markdown")
+
+
+def _range(text: str, part: str) -> tuple[int, int]:
+    start = text.index(part)
+    return start, start + len(part)
+
+
+def test_markdown_export_puts_the_footnote_where_the_page_puts_the_marker() -> None:
+    text = "Rain is common. The pull is weakest. Winds vary by season."
+    out = _export_of(text, _range(text, "The pull is weakest. "))
+    assert "The pull is weakest.[^t1-1] Winds vary by season." in out
+    # and the page puts its marker at the same place
+    html = render_turn(make_turn(events=[{"id": "m", "seq": 1, "kind": "message", "text": text,
+        "attributions": [{"source": {"url": "https://s0.example/"},
+                          "range": dict(zip(("start", "end"), _range(text, "The pull is weakest."),
+                                            strict=True))}]}]))
+    assert 'weakest.</span>\u2060<a class="cite-marker"' in html.html["m"]
+
+
+@pytest.mark.parametrize(
+    ("text", "part", "expected"),
+    [
+        ("See [the report](https://r.example/a) now.", "See [the rep",
+         "See [the report](https://r.example/a)[^t1-1] now."),
+        ("Call `compute(x)` daily.", "Call `comp", "Call `compute(x)`[^t1-1] daily."),
+        ("The law $E = mc^2$ holds.", "The law $E =", "The law $E = mc^2$[^t1-1] holds."),
+        ("Link <https://a.example/x> here.", "Link <https://a.ex",
+         "Link <https://a.example/x>[^t1-1] here."),
+        ("| a | b |\n|---|---|\n| wet | dry |", "wet", "| wet[^t1-1] | dry |"),
+        ("First item.\n\n- second", "First item.\n\n- ", "First item.[^t1-1]\n\n- second"),
+        ("It is **very wet** today.", "It is **very wet", "It is **very wet[^t1-1]** today."),
+        ("Wow!", "Wow!", "Wow\\![^t1-1]"),
+        ("Run `f`('x') now", "Run `f", "Run `f`[^t1-1] ('x') now"),
+    ],
+)  # fmt: skip
+def test_markdown_export_footnote_never_inside_syntax(text: str, part: str,
+                                                      expected: str) -> None:
+    assert expected in _export_of(text, _range(text, part))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hi <img src=x onerror=alert(1)> there", "Hi \\<img src=x onerror=alert(1)> there"),
+        ("<div>\n<script>alert(1)</script>\n</div>",
+         "\\<div>\n\\<script>alert(1)\\</script>\n\\</div>"),
+        ("> <iframe src=https://e.example/>", "> \\<iframe src=https://e.example/>"),
+        ("Pic ![x](https://t.example/p.png)", "Pic \\![x](https://t.example/p.png)"),
+        ("| a |\n|---|\n| <b>x</b> |", "| \\<b>x\\</b> |"),
+        ("Math $a <b> c$ too", "Math $a \\<b> c$ too"),
+        ("[x](javascript:alert(1)) [y](https://ok.example/) <data:text/html,x>",
+         "\\[x](javascript:alert(1)) [y](https://ok.example/) \\<data:text/html,x>"),
+        # not HTML, kept as written
+        ("Code `<b>` and <https://a.example/> and a < b", "Code `<b>` and <https://a.example/> "
+         "and a < b"),
+        ("```html\n<script>x</script>\n```", "```html\n<script>x</script>\n```"),
+    ],
+)  # fmt: skip
+def test_markdown_export_makes_raw_html_and_images_text(text: str, expected: str) -> None:
+    out = _export_of(text)
+    assert expected in out
+    # what a viewer with raw HTML on makes of it: no HTML, no image
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    for token in md.parse(out):
+        assert token.type != "html_block" or token.content.startswith(("<details", "</details"))
+        for child in token.children or []:
+            assert child.type not in ("html_inline", "image"), child
+
+
+def test_provider_labels() -> None:
+    redirect = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQE"
+    events = [
+        {"id": "r1", "seq": 1, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "o1", "seq": 2, "kind": "hosted_activity", "activity": {
+            "id": "ws_1", "name": "web_search", "state": "completed",
+            "input": {"action": "open_page", "url": "https://a.example/p?utm_source=openai"}}},
+        {"id": "r2", "seq": 3, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "f1", "seq": 4, "kind": "hosted_activity", "activity": {
+            "id": "ws_2", "name": "web_search", "state": "completed",
+            "input": {"action": "find_in_page", "url": "https://a.example/p", "pattern": "tide"}}},
+        {"id": "r3", "seq": 5, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "m1", "seq": 6, "kind": "message", "text": "Tides rise.", "attributions": [
+            {"source": {"url": redirect, "title": "worldatlas.com"}, "excerpt": "",
+             "range": {"start": 0, "end": 11}}]},
+        {"id": "r4", "seq": 7, "kind": "reasoning", "text": "", "redacted": True},
+        {"id": "p1", "seq": 8, "kind": "provider_artifact", "type": "google.search_entry_point",
+         "summary": "", "display_html": "<div>chips</div>"},
+    ]  # fmt: skip
+    rendered = render_turn(make_turn(events=events))
+    reasoning = [i for i in rendered.items if isinstance(i, ReasoningItem)]
+    assert [r.count for r in reasoning] == [3, 1]  # three before the message, one after
+    opened, found = [i for i in rendered.items if isinstance(i, ActivityItem)]
+    assert opened.label == (("Page opened: https://a.example/p", False),) and opened.query is None
+    assert found.label == (("Searched the page for: tide (in https://a.example/p)", False),)
+    [source] = rendered.sources
+    assert (source.label, source.domain, source.redirect) == ("worldatlas.com", "worldatlas.com",
+                                                              True)
+    [artifact] = [i for i in rendered.items if isinstance(i, ArtifactItem)]
+    assert artifact.label == "Google Search suggestions"
+    markdown = render_export(conversation(make_turn(events=events)), "markdown")
+    assert "redacted by the provider, 3 steps" in markdown
+    assert "Page opened: https://a.example/p —" in markdown
+    assert "(via a Google redirect link)" in markdown
+    assert "> Google Search suggestions" in markdown and "google.search_entry_point" not in markdown

@@ -15,12 +15,14 @@ from ..entry_point import SEARCH_ENTRY_POINT_SANDBOX
 from ..items import (
     ActivityItem,
     ArtifactItem,
+    ErrorItem,
     MessageItem,
     ReasoningItem,
     RefusalItem,
     SourceItem,
     ToolCallItem,
 )
+from ..markdown.code import highlight_css
 from ..text import clean_text
 from ..turn import RENDERER_VERSION, render_turn
 from .document import activity_line, document_turns, role_label, shows_tools
@@ -48,6 +50,11 @@ iframe.search-entry-point { border: 0; width: 100%; height: 4.5rem; }
 .activity-details img { max-width: 100%; height: auto; }
 .error, .refusal .activity { color: #b91c1c; }
 table { border-collapse: collapse; } th, td { border: 1px solid var(--line); padding: .2rem .5rem; }
+.align-left { text-align: left; } .align-center { text-align: center; }
+.align-right { text-align: right; }
+.math-display { overflow-x: auto; text-align: center; } .math-display math { display: inline math; }
+.contains-task-list { list-style: none; padding-left: 1.1rem; }
+.task-list-item-checkbox { margin: 0 .4rem 0 -1.1rem; }
 """
 
 _CSP = (
@@ -70,6 +77,8 @@ def _html_source(source: SourceItem) -> str:
     parts = [name]
     if source.domain:
         parts.append(f' <span class="domain">{_e(source.domain)}</span>')
+    if source.redirect:
+        parts.append(' <span class="domain">via a Google redirect link</span>')
     elif source.url and source.url != source.label:
         parts.append(f' <span class="domain">{_e(source.url)}</span>')
     if source.excerpt:
@@ -119,7 +128,8 @@ def _html_item(item: Any) -> str:
                 f"</p>{explanation}</div>")
     if isinstance(item, ReasoningItem):
         if item.redacted:
-            return '<p class="activity">Reasoning (redacted by the provider)</p>'
+            steps = f", {item.count} steps" if item.count > 1 else ""
+            return f'<p class="activity">Reasoning (redacted by the provider{steps})</p>'
         if not item.text:
             return ""
         return (
@@ -132,9 +142,13 @@ def _html_item(item: Any) -> str:
             f'<div class="tool-call"><p class="activity">Tool call <code>{_e(item.name)}</code>'
             f"{cut}</p><pre>{_e(item.arguments)}</pre></div>"
         )
+    if isinstance(item, ErrorItem):
+        code = f" <code>{_e(item.code)}</code>" if item.code else ""
+        message = f": {_e(item.message)}" if item.message else ""
+        return f'<p class="error">Error from the provider{code}{message}</p>'
     if isinstance(item, ArtifactItem):
-        head = f'<p class="artifact-type">{_e(item.artifact_type)}'
-        head += f": {_e(item.summary)}</p>" if item.summary else "</p>"
+        head = f'<p class="artifact-type">{_e(item.label or item.artifact_type)}'
+        head += f": {_e(item.summary)}</p>" if item.summary and not item.label else "</p>"
         frame = ""
         if item.srcdoc is not None:
             # Already escaped for the attribute by the sanitizer module.
@@ -160,15 +174,16 @@ def html_head(conversation: dict[str, Any]) -> str:
         meta.append(f"created {clean_text(conversation.get('created_at'), limit=60)}")
     if conversation.get("forked_from"):
         meta.append(f"forked from {clean_text(conversation.get('forked_from'), limit=200)}")
-    meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
+    meta.append("exported from Turnscope")
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="referrer" content="no-referrer">',
+        f'<meta name="generator" content="Turnscope (renderer {RENDERER_VERSION})">',
         f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style>",
+        f"<style>{_CSS}{highlight_css()}</style>",
         "</head><body><main>",
         f'<header><h1><bdi>{_e(title)}</bdi></h1><p class="meta">{_e(" · ".join(meta))}</p>'
         "</header>",

@@ -1,14 +1,15 @@
 """The Markdown export: the model's Markdown as written, with footnote citations.
 
-Titles, excerpts and queries are escaped so they stay literal text; footnote references go
-where the block parser says a cited span's block ends, never inside Markdown syntax.
+Titles, excerpts and queries are escaped so they stay literal text. The model's own raw HTML
+and images are escaped so the file is as inert in a viewer that renders HTML as the page is
+(``source``); footnote references go where the page puts the citation markers, never inside
+Markdown syntax.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,18 +17,20 @@ from ..activities import ActivityDetails
 from ..items import (
     ActivityItem,
     ArtifactItem,
+    ErrorItem,
     MessageItem,
     ReasoningItem,
     RefusalItem,
     SourceItem,
     ToolCallItem,
 )
-from ..markdown import MAX_MARKDOWN_CHARS, block_tokens, line_starts, prepare_text, remap
+from ..markdown import MAX_MARKDOWN_CHARS, prepare_text, remap
 from ..runs import event_id, merge_run
 from ..sources import attribution_range, citation_order, number_sources, seq_order
 from ..text import clean_text
-from ..turn import RENDERER_VERSION, render_turn
+from ..turn import render_turn
 from .document import activity_line, document_turns, labelled_summary, role_label, shows_tools
+from .source import neutralise
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~&])")
 
@@ -47,61 +50,43 @@ def _fence(text: str, info: str = "text") -> str:
     return f"{ticks}{info}\n{text}\n{ticks}"
 
 
-def _footnote_offsets(text: str, ends: list[int]) -> list[tuple[int, bool]]:
-    """Where to put each footnote reference: ``(offset, on_its_own_line)``.
-
-    Inline positions are unknown to the block parser, so a reference goes at the end of the
-    paragraph/heading/list item where the cited span ends, or on its own line after a code
-    block or table: never inside Markdown syntax.
-    """
-    if len(text) > MAX_MARKDOWN_CHARS:
-        return [(len(text.rstrip()), False)] * len(ends)
-    tokens = block_tokens(text)
-    starts = line_starts(text)
-    nlines = len(starts)
-
-    def line_end(line: int) -> int:
-        end = starts[line + 1] - 1 if line + 1 < nlines else len(text)
-        while end > starts[line] and text[end - 1] in " \t":
-            end -= 1
-        return end
-
-    blocks: list[tuple[int, tuple[int, bool]]] = []  # (span start, insertion point)
-    in_table = False
-    for token in tokens:
-        if token.type in ("table_open", "table_close"):
-            in_table = token.type == "table_open"
-        if not token.map or token.map[0] >= nlines:
-            continue
-        first, last = token.map
-        if token.type == "inline" and not in_table:
-            blocks.append((starts[first], (line_end(last - 1), False)))
-        elif token.type in ("fence", "code_block", "html_block", "table_open"):
-            blocks.append((starts[first], (line_end(last - 1), True)))
-    blocks.sort()
-    span_starts = [b[0] for b in blocks]
-    out = []
-    for end in ends:
-        i = bisect_right(span_starts, max(end - 1, 0)) - 1
-        out.append(blocks[i][1] if i >= 0 else (len(text.rstrip()), False))
-    return out
-
-
 def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
+    """The model's Markdown with raw HTML and images made inert (``source.neutralise``) and
+    each footnote reference where the page puts the citation's marker (``Layout.place``)."""
     prepared, removed = prepare_text(text)
-    if not refs:
-        return prepared.strip("\n")
     ends = [remap(end, removed) for end, _ in refs]
+    if len(prepared) > MAX_MARKDOWN_CHARS:
+        # The page shows such a text escaped, unparsed: so does the export.
+        labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
+        return _fence(prepared) + (f"\n\n{labels}" if labels else "")
+    safe, ends, layout = neutralise(prepared, ends)
+    if layout is None:
+        labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
+        return _fence(prepared) + (f"\n\n{labels}" if labels else "")
     inserts: dict[tuple[int, bool], list[str]] = {}
-    for where, (_, label) in zip(_footnote_offsets(prepared, ends), refs, strict=True):
-        bucket = inserts.setdefault(where, [])
+    for end, (_, label) in zip(ends, refs, strict=True):
+        bucket = inserts.setdefault(layout.place(end), [])
         if label not in bucket:
             bucket.append(label)
-    out = prepared
+    out = safe
     for (at, own_line), labels in sorted(inserts.items(), reverse=True):
         refs_text = "".join(f"[^{label}]" for label in labels)
+        if not own_line and at > 0 and out[at - 1] == "!" and not _escaped(out, at - 1):
+            # "![^1]" would read as an image: the "!" is escaped (it shows the same).
+            out = out[: at - 1] + "\\!" + refs_text + out[at:]
+            continue
+        if not own_line and out[at : at + 1] in ("(", "["):
+            # "[^1](x)" / "[^1][x]" would read as a link: a space keeps the reference alone.
+            refs_text += " "
         out = out[:at] + (f"\n\n{refs_text}\n" if own_line else refs_text) + out[at:]
     return out.strip("\n")
+
+
+def _escaped(text: str, index: int) -> bool:
+    count = 0
+    while index - count - 1 >= 0 and text[index - count - 1] == "\\":
+        count += 1
+    return count % 2 == 1
 
 
 def _md_activity(item: ActivityItem) -> str:
@@ -140,6 +125,8 @@ def _md_source(source: SourceItem) -> str:
     link = f"[{name}]({_md_url(source.href)})" if source.href else name
     if not source.href and source.url and source.url != source.label:
         link += f" ({_md_text(source.url)})"
+    if source.redirect:
+        link += " (via a Google redirect link)"
     if source.excerpt:
         link += f" — “{_md_text(source.excerpt)}”"
     return link
@@ -160,7 +147,7 @@ def markdown_head(conversation: dict[str, Any]) -> str:
         meta.append(f"created {_md_text(clean_text(conversation.get('created_at'), limit=60))}")
     if conversation.get("forked_from"):
         meta.append(f"forked from {_md_text(clean_text(conversation.get('forked_from'), 200))}")
-    meta.append(f"exported by Turnscope (renderer {RENDERER_VERSION})")
+    meta.append("exported from Turnscope")
     lines += [" · ".join(meta), ""]
     return "\n".join(lines)
 
@@ -214,7 +201,8 @@ def markdown_turn(turn: dict[str, Any], position: int) -> str:
             lines += _md_details(item.details, shows_tools(item))
         elif isinstance(item, ReasoningItem):
             if item.redacted:
-                lines += ["> _Reasoning (redacted by the provider)_", ""]
+                steps = f", {item.count} steps" if item.count > 1 else ""
+                lines += [f"> _Reasoning (redacted by the provider{steps})_", ""]
             elif item.text:
                 lines += [
                     "<details><summary>Reasoning</summary>",
@@ -238,11 +226,21 @@ def markdown_turn(turn: dict[str, Any], position: int) -> str:
             if item.explanation:
                 lines += [f"> {_md_text(line)}" for line in item.explanation.splitlines()]
                 lines.append("")
+        elif isinstance(item, ErrorItem):
+            code = f" `{item.code.replace('`', '')}`" if item.code else ""
+            message = f": {_md_text(item.message)}" if item.message else ""
+            lines += [f"> **Error from the provider**{code}{message}", ""]
         elif isinstance(item, ArtifactItem):
             summary = f": {_md_text(item.summary)}" if item.summary else ""
-            lines += [f"> Provider artifact {_md_text(item.artifact_type)}{summary}", ""]
+            what = _md_text(item.label) if item.label else (
+                f"Provider artifact {_md_text(item.artifact_type)}{summary}")
+            lines += [f"> {what}", ""]
     for source in rendered.sources:
-        lines += [f"[^{label_prefix}-{source.number}]: {_md_source(source)}"]
+        # "Source N: " first, as the page's marker says it, and so that a viewer without
+        # footnotes never reads the line as a link reference definition (a one-word
+        # source would become every reference's link target).
+        lines += [f"[^{label_prefix}-{source.number}]: Source {source.number}: "
+                  f"{_md_source(source)}"]
     if rendered.sources:
         lines.append("")
     if rendered.also_consulted:

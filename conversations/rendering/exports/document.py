@@ -18,8 +18,8 @@ def document_turns(doc: object) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def role_label(turn: RenderedTurn) -> str:
-    """The heading word of a turn's role."""
-    return {"user": "User", "agent": "Agent", "system": "System"}.get(turn.role, "Turn")
+    """The heading word of a turn's role: the page's words."""
+    return {"user": "User", "agent": "Assistant", "system": "System"}.get(turn.role, "Turn")
 
 
 def activity_line(item: ActivityItem) -> str:

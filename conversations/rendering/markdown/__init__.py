@@ -23,8 +23,9 @@ parser and its plugin list; ``depth`` bounds inline nesting. No regular expressi
 over rendered HTML.
 """
 
-from .boundaries import line_starts
+from .boundaries import content_segments, line_starts
 from .cites import Cite, marker_html
+from .math import math_plugin
 from .parser import PLUGINS, block_tokens, new_parser
 from .plugin import cite_env, cite_plugin
 from .prepare import prepare_text, remap
@@ -37,8 +38,10 @@ __all__ = [
     "block_tokens",
     "cite_env",
     "cite_plugin",
+    "content_segments",
     "line_starts",
     "marker_html",
+    "math_plugin",
     "new_parser",
     "prepare_text",
     "remap",

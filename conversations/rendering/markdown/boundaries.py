@@ -19,6 +19,9 @@ from markdown_it.token import Token
 from .cites import CITE_PLAN, CLOSE, MARK, OPEN, Plan
 from .sentinels import SENTINEL_BASE, SENTINEL_COUNT
 
+# Block tokens whose content holds cited text: inline runs, code, display math.
+_CONTENT_TYPES = frozenset({"inline", "fence", "code_block", "math_block", "amsmath"})
+
 
 def line_starts(src: str) -> list[int]:
     """The offset where each line of ``src`` starts (token maps count lines)."""
@@ -48,7 +51,7 @@ def _contents(tokens: list[Token], starts: list[int], src_len: int) -> list[_Con
     nlines = len(starts)
     previous = ""
     for index, token in enumerate(tokens):
-        if token.type in ("inline", "fence", "code_block") and token.map:
+        if token.type in _CONTENT_TYPES and token.map:
             first, last = token.map
             if first >= nlines:
                 continue
@@ -240,3 +243,16 @@ def insert_sentinels(state: StateCore) -> None:
         pieces.append(text[last:])
         content.token.content = "".join(pieces)
         plan.token_sentinels[content.index] = [sid for _, sid in marks]
+
+
+def content_segments(tokens: list[Token], src: str) -> dict[int, list[tuple[int, int, int]]]:
+    """For each content token (by index): its ``(content pos, source pos, length)`` segments,
+    the alignment citations use, for readers of the source such as the Markdown export."""
+    starts = line_starts(src)
+    contents = _contents(tokens, starts, len(src))
+    cursors: dict[int, int] = {}
+    out = {}
+    for content in contents:
+        _align(content, src, starts, cursors)
+        out[content.index] = content.segments or []
+    return out

@@ -1,9 +1,17 @@
-"""The parser set-up: markdown-it-py with this project's options, link policy and plugins.
+r"""The parser set-up: markdown-it-py with this project's options, link policy and plugins.
 
 js-default (raw HTML off), typographer off, linkify on, images off, links http(s)/mailto only.
-``PLUGINS`` are applied in order; adding one (e.g. ``tasklists_plugin`` from mdit-py-plugins)
-is one line there. Order matters only for plugins that push core rules: the depth limit must
-run before ``cite_spans``, so it comes first.
+``PLUGINS`` are applied in order; adding one is one line there:
+
+* ``inline_depth_plugin`` — a bound on inline nesting (``depth``);
+* ``math_plugin`` — ``$…$``, ``$$…$$``, ``\(…\)``, ``\[…\]`` and amsmath as MathML (``math``);
+* ``task_list_plugin`` — GFM task lists, disabled checkboxes (``blocks``);
+* ``table_align_plugin`` — column alignment as classes, not inline styles (``blocks``);
+* ``highlight_plugin`` — fenced code highlighted by Pygments (``code``);
+* ``cite_plugin`` — attributed spans and markers (``plugin``).
+
+Order matters for plugins that push core rules or wrap render rules: the depth limit must run
+before ``cite_spans``, and ``cite_plugin`` wraps the code render rules, so it comes last.
 """
 
 from __future__ import annotations
@@ -16,12 +24,19 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from ..urls import is_allowed_url
+from ..urls import is_allowed_url, shown_url
+from .blocks import table_align_plugin, task_list_plugin
+from .code import highlight_plugin
 from .depth import inline_depth_plugin
+from .math import math_plugin
 from .plugin import cite_plugin
 
 PLUGINS: tuple[Callable[[MarkdownIt], None], ...] = (
     inline_depth_plugin,
+    math_plugin,
+    task_list_plugin,
+    table_align_plugin,
+    highlight_plugin,
     cite_plugin,
 )
 
@@ -59,6 +74,9 @@ def new_parser() -> MarkdownIt:
     md.linkify = _QuickLinkify(md.linkify)
     # The link policy (markdown-it's documented hook): absolute http, https and mailto only.
     md.validateLink = is_allowed_url  # type: ignore[method-assign]
+    # Links shown without the provider's tracking parameter (``urls.shown_url``).
+    normalize = md.normalizeLink
+    md.normalizeLink = lambda url: normalize(shown_url(url))  # type: ignore[method-assign]
     for plugin in PLUGINS:
         md.use(plugin)
     return md

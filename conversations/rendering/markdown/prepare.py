@@ -58,8 +58,8 @@ def snap(text: str, p: int) -> int:
     n = len(text)
     for _ in range(4):
         q = p
-        # Inside a delimiter run (** __ ~~ ``): go to its start.
-        while 0 < q < n and text[q - 1] == text[q] and text[q] in "*_~`":
+        # Inside a delimiter run (** __ ~~ `` $$): go to its start.
+        while 0 < q < n and text[q - 1] == text[q] and text[q] in "*_~`$":
             q -= 1
         # In the spaces before a line end (a hard break needs them next to the newline).
         r = q

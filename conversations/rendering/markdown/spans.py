@@ -24,6 +24,10 @@ from markdown_it.token import Token
 from .cites import CITE_PLAN, Plan, span_open
 from .sentinels import SENTINEL, SENTINEL_BASE, SENTINEL_SPLIT, is_sentinel, strip_sentinels
 
+# Math token types (``math_plugin``), named here so citations need not import the plugin.
+MATH_INLINE = frozenset({"math_inline", "math_inline_double"})
+MATH_BLOCK_TOKENS = frozenset({"math_block", "amsmath"})
+
 
 class _Mixed:
     """Uniformity value of an element whose descendants are cited differently."""
@@ -175,6 +179,17 @@ def _rewrite_inline(token: Token, plan: Plan, expected: list[int]) -> None:
                 add_text(child.content)
             else:
                 stack[-1].kids.append((child, plan.key))
+        elif child.type in MATH_INLINE and SENTINEL.search(child.content):
+            # A formula is one leaf: cited by every source open anywhere inside it, with the
+            # markers of the boundaries inside it after it.
+            child.content, ids = strip_sentinels(child.content)
+            keys = set(plan.key)
+            found: list[str] = []
+            for sid in ids:
+                found += plan.apply(sid)
+                keys |= plan.key
+            stack[-1].kids.append((child, frozenset(keys)))
+            add_markers(found)
         elif child.type == "code_inline" and SENTINEL.search(child.content):
             code = _Elem(_html_token("<code>"), atomic=True)
             code.close = _html_token("</code>")
@@ -202,20 +217,30 @@ def _rewrite_inline(token: Token, plan: Plan, expected: list[int]) -> None:
     token.children = out
 
 
-def _code_html(content: str, plan: Plan) -> tuple[str, str]:
-    """Escaped code with spans, and the markers to put after the code element."""
-    body: list[str] = []
+def _code_pieces(content: str, plan: Plan) -> tuple[list[tuple[str, frozenset[int]]], str]:
+    """Code as ``(text, sources)`` runs, and the markers to put after the code element."""
+    pieces: list[tuple[str, frozenset[int]]] = []
     markers: list[str] = []
     for part in SENTINEL_SPLIT.split(content):
         if not part:
             continue
         if len(part) == 1 and is_sentinel(part):
             markers.extend(plan.apply(ord(part) - SENTINEL_BASE))
-        elif plan.key:
-            body.append(span_open(plan.key) + escapeHtml(part) + "</span>")
         else:
-            body.append(escapeHtml(part))
-    return "".join(body), "".join(markers)
+            pieces.append((part, plan.key))
+    return pieces, "".join(markers)
+
+
+def _math_block(token: Token, plan: Plan, expected: list[int]) -> None:
+    """A display formula is cited whole: by every source open anywhere inside it."""
+    keys = set(plan.key)
+    markers: list[str] = []
+    for sid in expected:
+        markers += plan.apply(sid)
+        keys |= plan.key
+    token.content = strip_sentinels(token.content)[0]
+    token.meta = {**(token.meta or {}), "cite_markers": "".join(markers),
+                  "cite_open": span_open(frozenset(keys)) if keys else ""}  # fmt: skip
 
 
 def place_spans(state: StateCore) -> None:
@@ -237,11 +262,13 @@ def place_spans(state: StateCore) -> None:
                     _html_token("</span>"),
                 ]
         elif token.type in ("fence", "code_block") and (expected or plan.key):
-            body, markers = _code_html(token.content, plan)
+            pieces, markers = _code_pieces(token.content, plan)
             lost = [sid for sid in expected or () if sid not in plan.seen]
             markers += "".join(m for sid in lost for m in plan.apply(sid))
             token.content = strip_sentinels(token.content)[0]
-            token.meta = {**(token.meta or {}), "cite_html": body, "cite_markers": markers}
+            token.meta = {**(token.meta or {}), "cite_pieces": pieces, "cite_markers": markers}
+        elif token.type in MATH_BLOCK_TOKENS and (expected or plan.key):
+            _math_block(token, plan, expected or [])
     if plan.trailer:
         markers = [m for sid in plan.trailer for m in plan.apply(sid)]
         if markers:
@@ -254,19 +281,25 @@ RenderRule = Callable[[list[Token], int, Any, Any], str]
 
 
 def code_render_rule(name: str, default: RenderRule) -> Callable[..., str]:
-    """The render rule for ``fence`` or ``code_block``: the cited HTML ``place_spans`` left in
-    the token's meta, else ``default`` (the rule it replaces)."""
+    """The render rule for ``fence`` or ``code_block``: the cited runs ``place_spans`` left in
+    the token's meta (``cite_pieces``), escaped, with spans; else ``default`` (the rule it
+    replaces). A default that draws the runs itself (``highlight_plugin``'s, marked
+    ``draws_cite_pieces``) draws them in both cases."""
+    if getattr(default, "draws_cite_pieces", False):
+        return default
 
     def rule(self: RendererHTML, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
         token = tokens[idx]
         meta = token.meta or {}
-        if "cite_html" not in meta:
+        if "cite_pieces" not in meta:
             return default(tokens, idx, options, env)
         cls = ""
         if name == "fence":
             info = unescapeAll(token.info).strip() if token.info else ""
             lang = info.split(maxsplit=1)[0] if info else ""
             cls = f' class="{escapeHtml(options.langPrefix + lang)}"' if lang else ""
-        return f"<pre><code{cls}>{meta['cite_html']}</code>{meta['cite_markers']}</pre>\n"
+        body = "".join(span_open(key) + escapeHtml(text) + "</span>" if key else escapeHtml(text)
+                       for text, key in meta["cite_pieces"])  # fmt: skip
+        return f"<pre><code{cls}>{body}</code>{meta['cite_markers']}</pre>\n"
 
     return rule
