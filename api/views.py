@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -48,7 +49,7 @@ from api.throttling import WriteRateThrottle
 from conversations import openwop, store, upload_limits, uploads
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
-from conversations.models import Conversation
+from conversations.models import Conversation, Turn
 from conversations.projections import (
     PROJECTIONS,
     conversation_dict,
@@ -162,7 +163,12 @@ class ConversationListView(ApiView):
     def get_queryset(self) -> QuerySet[Conversation]:
         queryset = visible_conversations(self.request.user)
         queryset = filter_conversations(queryset, self.request)
-        return queryset.select_related("owner").annotate(turn_count=Count("turns"))
+        # A count per row of the page (the cursor's LIMIT comes first), not a GROUP BY over
+        # every conversation visible.
+        turns = (Turn.objects.filter(conversation=OuterRef("pk")).order_by()
+                 .values("conversation").annotate(n=Count("pk")).values("n")[:1])
+        return queryset.select_related("owner").annotate(
+            turn_count=Coalesce(Subquery(turns), 0))
 
     @extend_schema(
         operation_id="conversations_list",

@@ -146,6 +146,15 @@ class ConversationAdmin(admin.ModelAdmin):
         counts = {"conversations": len(listed), "turns": turns, "events": events}
         return listed, counts, set(), []
 
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any,
+                   change: bool) -> None:
+        # Title and owner are the editable fields: changed through the store, which keeps the
+        # list's search index and filter counts in step.
+        if "title" in form.changed_data:
+            store.rename_conversation(obj, obj.title)
+        if "owner" in form.changed_data:
+            store.set_owner(obj, obj.owner)
+
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
         store.delete_conversation(obj)
 

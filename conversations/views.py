@@ -12,7 +12,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.handlers.asgi import ASGIRequest
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
@@ -20,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from conversations import discard, reading, redaction, store, upload_limits, uploads
+from conversations import discard, reading, redaction, search, store, upload_limits, uploads
 from conversations.models import Conversation
 
 log = logging.getLogger("turnscope.views")
@@ -52,12 +51,17 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         request.user, query=filters["q"], provider=filters["provider"],
         model=filters["model"], domain=filters["domain"],
     )
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    chips = reading.provenance_chips([c.pk for c in page.object_list])
-    for conversation in page.object_list:
+    page = reading.list_page(rows, after=request.GET.get("after", ""),
+                             before=request.GET.get("before", ""),
+                             last=request.GET.get("page") == "last", size=PAGE_SIZE)
+    chips = reading.provenance_chips([c.pk for c in page.rows])
+    snippets = search.snippets([c.pk for c in page.rows], filters["q"]) if filters["q"] else {}
+    for conversation in page.rows:
         conversation.chips = chips.get(conversation.pk, [])
+        conversation.snippet = snippets.get(conversation.pk)
     query = request.GET.copy()
-    query.pop("page", None)
+    for key in ("page", "after", "before"):
+        query.pop(key, None)
     return render(request, "conversations/list.html", {
         "page": page,
         "filters": filters,
