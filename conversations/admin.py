@@ -17,10 +17,13 @@ from typing import Any
 import orjson
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db import connections
 from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from rest_framework.authtoken.models import TokenProxy
 
@@ -32,7 +35,7 @@ from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
 PREVIEW_CHARS = 64 * 1024
-LIST_DECODE_LIMIT = 256 * 1024  # bytes: larger payloads are checked on their own page only
+LIST_DECODE_LIMIT = 16 * 1024  # bytes: larger payloads are checked on their own page only
 TEXT_PREVIEW = 80
 
 # Tokens are credentials: DRF's token admin lists their keys. Tokens are issued with
@@ -72,12 +75,46 @@ def decodes(provider: str, format: str, value_json: str) -> bool | None:
     return True
 
 
+class EstimatedCountPaginator(Paginator):
+    """A changelist paginator that does not count a whole table: unfiltered, the count is the
+    database's estimate (PostgreSQL's planner statistics; SQLite's largest rowid, exact until
+    rows are deleted). A filtered list (by conversation, kind, search) is counted exactly."""
+
+    @cached_property
+    def count(self) -> int:
+        qs = self.object_list
+        if isinstance(qs, QuerySet) and not qs.query.where:
+            estimate = _estimated_rows(qs.model, qs.db)
+            if estimate is not None and estimate >= ESTIMATE_ABOVE:
+                return estimate
+        return super().count
+
+
+ESTIMATE_ABOVE = 100_000  # below this an exact count is cheap, and what people expect
+
+
+def _estimated_rows(model: Any, using: str) -> int | None:
+    conn = connections[using]
+    table = model._meta.db_table
+    with conn.cursor() as cursor:
+        if conn.vendor == "postgresql":
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                           [conn.ops.quote_name(table)])
+        elif conn.vendor == "sqlite":
+            cursor.execute(f"SELECT MAX(rowid) FROM {conn.ops.quote_name(table)}")
+        else:
+            return None
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None and row[0] >= 0 else None
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """View only: the append-only log is never edited, added to or deleted from by hand."""
 
     show_full_result_count = False  # one COUNT per list page, not two
     show_facets = admin.ShowFacets.NEVER  # per-choice counts would scan the whole table
     list_per_page = 100
+    paginator = EstimatedCountPaginator
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -118,6 +155,7 @@ class ConversationAdmin(admin.ModelAdmin):
     ordering = ("-updated_at",)
     show_full_result_count = False
     list_per_page = 100
+    paginator = EstimatedCountPaginator
     fields = ("id", "title", "owner", "created_at", "updated_at", "forked_from",
               "forked_at_turn", "next_seq", "events_link")
     readonly_fields = ("id", "created_at", "updated_at", "forked_from", "forked_at_turn",
@@ -187,7 +225,10 @@ class TurnAdmin(ReadOnlyAdmin):
     list_select_related = ("conversation",)
     list_filter = ("role", "status", "provider")
     search_fields = ("=conversation__id", "model")
-    ordering = ("-created_at",)
+    ordering = ("-created_at",)  # the turn_created index
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Turn]:
+        return super().get_queryset(request).defer("responses")
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact"} or super().lookup_allowed(
@@ -224,7 +265,9 @@ class EventAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
-        return super().get_queryset(request).defer("body")
+        # A list row shows the head of the text only; bodies and turn bookkeeping stay unread.
+        return super().get_queryset(request).defer("body", "text", "turn__responses").annotate(
+            text_head=Substr("text", 1, TEXT_PREVIEW * 2))
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact", "turn__id__exact"} or super(
@@ -236,7 +279,7 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="text")
     def text_preview(self, obj: Event) -> str:
-        return _clip(obj.text)
+        return _clip(getattr(obj, "text_head", None) or obj.text)
 
     @admin.display(description="payload")
     def payload_link(self, obj: Event) -> str:
@@ -257,6 +300,10 @@ class AttributionAdmin(ReadOnlyAdmin):
         "subdomains."
     )
     ordering = ("event_id", "ordinal")  # the (event, ordinal) index
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Attribution]:
+        # The event is shown as "#seq kind": its text and body stay unread.
+        return super().get_queryset(request).defer("excerpt", "event__text", "event__body")
     fields = ("event_link", "ordinal", "url", "title", "excerpt", "range_start", "range_end",
               "incomplete", "replay")
     readonly_fields = fields

@@ -137,6 +137,7 @@ class Turn(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "index"], name="turn_index_unique"),
         ]
+        indexes = [models.Index(fields=["created_at"], name="turn_created")]  # the admin's order
 
     def __str__(self) -> str:
         return f"turn {self.index} ({self.role})"
@@ -187,6 +188,9 @@ class ProviderPayload(AppendOnlyModel):
     size = models.PositiveIntegerField(default=0)
     sha256 = models.CharField(max_length=64, db_index=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="payload_created")]  # the admin's
 
     def __str__(self) -> str:
         return f"{self.provider} {self.format} ({self.size} bytes)"
@@ -278,6 +282,7 @@ class Attribution(AppendOnlyModel):
 
     class Meta:
         ordering = ["event", "ordinal"]
+        indexes = [models.Index(fields=["event", "ordinal"], name="attribution_event_ordinal")]
         constraints = [
             models.CheckConstraint(
                 condition=(

@@ -98,5 +98,18 @@ class Migration(migrations.Migration):
             model_name='conversationfacet',
             constraint=models.UniqueConstraint(fields=('conversation', 'kind', 'value'), name='facet_unique'),
         ),
+        migrations.AddIndex(
+            model_name='attribution',
+            index=models.Index(fields=['event', 'ordinal'], name='attribution_event_ordinal'),
+        ),
+        migrations.AddIndex(
+            model_name='providerpayload',
+            index=models.Index(fields=['created_at'], name='payload_created'),
+        ),
+        migrations.AddIndex(
+            model_name='turn',
+            index=models.Index(fields=['created_at'], name='turn_created'),
+        ),
+    
         migrations.RunPython(install, uninstall),
     ]
