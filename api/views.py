@@ -45,7 +45,7 @@ from api.permissions import (
     can_read_native,
     visible_conversations,
 )
-from api.throttling import WriteRateThrottle
+from api.throttling import WriteRateThrottle, import_throttles
 from conversations import openwop, store, upload_limits, uploads
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
@@ -359,6 +359,9 @@ IMPORT_BODY = {
 class ImportView(ApiView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    def get_throttles(self) -> list[Any]:
+        return import_throttles(self.request, super().get_throttles())
     parser_classes = [LimitedMultiPartParser, SpooledBodyParser]
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
@@ -429,6 +432,9 @@ def available_providers() -> list[str]:
 
 class _IngestBase(ApiView):
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    def get_throttles(self) -> list[Any]:
+        return import_throttles(self.request, super().get_throttles())
     parser_classes = [RawBodyParser]
     refusals = Refusals(
         action="ingest ({provider})",
