@@ -279,7 +279,8 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="text")
     def text_preview(self, obj: Event) -> str:
-        return _clip(getattr(obj, "text_head", None) or obj.text)
+        head = getattr(obj, "text_head", None)  # the list's annotation (text is deferred)
+        return _clip(obj.text if head is None else head)
 
     @admin.display(description="payload")
     def payload_link(self, obj: Event) -> str:

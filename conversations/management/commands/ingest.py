@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ class Command(BaseCommand):
                             help="API version header in force (e.g. anthropic-version)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self.verbosity = options["verbosity"]
         owner = resolve_owner(options["owner"])
         context = providers.WireContext(api_version=options["api_version"])
         if options["each"]:
@@ -73,6 +75,8 @@ class Command(BaseCommand):
                     unreadable.append(f"{path}: {exc.strerror}")
                     bar.step(failed=True)
 
+        if self.verbosity < 2:  # one line per conversation on stdout already; no log line each
+            logging.getLogger("turnscope.ingest").setLevel(logging.WARNING)
         bar = Progress(len(names), sys.stderr)
         failed = 0
         for result in ingest_each(provider, read(), owner=owner, batch=batch,
