@@ -152,3 +152,21 @@ def test_deleting_takes_the_conversation_out_of_the_counts(alice):
     assert filter_choices(alice) == {"providers": [], "models": [], "domains": []}
     assert not Conversation.objects.exists()
     assert not SearchDoc.objects.exists() and not ConversationFacet.objects.exists()
+
+
+def test_admin_edits_of_title_and_owner_go_through_the_store(alice, bob, staff, rf):
+    from types import SimpleNamespace
+
+    from django.contrib import admin
+
+    a = build_conversation(owner=alice)
+    model_admin = admin.site._registry[Conversation]
+    a.title, a.owner = "Renamed by staff", bob
+    request = rf.post("/")
+    request.user = staff
+    model_admin.save_model(request, a, SimpleNamespace(changed_data=["title", "owner"]), True)
+    a.refresh_from_db()
+    assert (a.title, a.owner) == ("Renamed by staff", bob)
+    assert set(conversation_rows(bob, query="by staff").values_list("pk", flat=True)) == {a.pk}
+    assert filter_choices(alice)["providers"] == [] and filter_choices(bob)["providers"]
+    assert_matches_rebuild([alice, bob, staff])
