@@ -309,20 +309,35 @@ def snippet(body: str, query: str) -> SafeString | None:
                      f"{sep_after}{clean(after)}{tail}")
 
 
-def snippets(conversation_ids: Iterable[Any], query: str) -> dict[Any, SafeString]:
+def snippets(conversation_ids: Iterable[Any], query: str,
+             using: str = "default") -> dict[Any, SafeString]:
     """A snippet of the first message or source matching ``query`` in each conversation (the
-    title is shown anyway). One small query per conversation of the page, each stopping at its
-    first match."""
+    title is shown anyway): one query for the page, reading only its conversations' docs."""
+    ids = list(conversation_ids)
+    if not ids:
+        return {}
+    connection = connections[using]
+    q = connection.ops.quote_name
+    op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+    field = SearchDoc._meta.get_field("conversation")
+    keys = [field.get_db_prep_value(pk, connection) for pk in ids]
+    marks = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"SELECT {q('conversation_id')}, {q('body')} FROM (SELECT {q('conversation_id')}, "
+        f"{q('body')}, ROW_NUMBER() OVER (PARTITION BY {q('conversation_id')} ORDER BY "
+        f"{q('id')}) AS n FROM {q(SearchDoc._meta.db_table)} WHERE {q('conversation_id')} "
+        f"IN ({marks}) AND {q('source')} <> %s AND {q('body')} {op} %s ESCAPE '\\') first "
+        "WHERE n = 1"
+    )
+    by_key = {str(key): pk for key, pk in zip(keys, ids, strict=True)}
     out: dict[Any, SafeString] = {}
-    for conversation_id in conversation_ids:
-        body = (SearchDoc.objects.filter(conversation_id=conversation_id,
-                                         body__icontains=query)
-                .exclude(source=SearchDoc.Source.TITLE).order_by("id")
-                .values_list("body", flat=True).first())
-        if body is not None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*keys, SearchDoc.Source.TITLE, _like(query)])
+        for key, body in cursor.fetchall():
             marked = snippet(body, query)
-            if marked is not None:
-                out[conversation_id] = marked
+            pk = by_key.get(str(key))
+            if marked is not None and pk is not None:
+                out[pk] = marked
     return out
 
 

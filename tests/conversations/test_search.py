@@ -170,3 +170,13 @@ def test_admin_edits_of_title_and_owner_go_through_the_store(alice, bob, staff, 
     assert set(conversation_rows(bob, query="by staff").values_list("pk", flat=True)) == {a.pk}
     assert filter_choices(alice)["providers"] == [] and filter_choices(bob)["providers"]
     assert_matches_rebuild([alice, bob, staff])
+
+
+def test_snippets_of_a_page_are_one_query(alice):
+    made = [build_conversation(owner=alice, title=f"c{i}") for i in range(3)]
+    other = store.create_conversation(title="sunny title only", owner=alice)
+    with CaptureQueriesContext(connection) as captured:
+        found = search.snippets([c.pk for c in [*made, other]], "SUNNY")
+    assert len(captured.captured_queries) == 1
+    assert set(found) == {c.pk for c in made}  # a match in the title alone has no snippet
+    assert all("<mark>sunny</mark>" in html for html in found.values())
