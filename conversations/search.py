@@ -78,6 +78,8 @@ class Pending:
 
     def __init__(self) -> None:
         self.docs: list[tuple[str, str]] = []  # (source, body)
+        # The conversation is created by this write: it has no facet yet, none to look up.
+        self.fresh = False
         self.facets: dict[tuple[str, str], None] = {}  # ordered set of (kind, value)
         self._sources: set[tuple[str, str]] = set()
 
@@ -133,6 +135,8 @@ class _Sql:
         )
         self.count_prune = (f"DELETE FROM {counts} WHERE {q('owner_key')} = %s "
                             f"AND {q('conversations')} <= 0")
+        self.existing = (f"SELECT {q('kind')}, {q('value')} FROM {facets} "
+                         f"WHERE {q('conversation_id')} = %s")
         self.owner = (f"SELECT {q('owner_id')} FROM {q(Conversation._meta.db_table)} "
                       f"WHERE {q('id')} = %s")
 
@@ -160,10 +164,21 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
         cursor.executemany(sql.doc, [(conversation_id, source, body)
                                      for source, body in pending.docs])
     new: list[tuple[str, str]] = []
-    for kind, value in pending.facets:
-        cursor.execute(sql.facet, [conversation_id, kind, value])
-        if cursor.rowcount == 1 and kind in COUNTED:
-            new.append((kind, value))
+    if pending.fresh:
+        cursor.executemany(sql.facet, [(conversation_id, kind, value)
+                                       for kind, value in pending.facets])
+        new = [(kind, value) for kind, value in pending.facets if kind in COUNTED]
+    elif pending.facets:
+        cursor.execute(sql.existing, [conversation_id])
+        known = set(cursor.fetchall())
+        for kind, value in pending.facets:
+            if (kind, value) in known:
+                continue
+            # One at a time: only a row this statement inserted counts (a concurrent writer's
+            # insert of the same facet makes it a no-op here).
+            cursor.execute(sql.facet, [conversation_id, kind, value])
+            if cursor.rowcount == 1 and kind in COUNTED:
+                new.append((kind, value))
     if new:
         if owner_id is ...:
             cursor.execute(sql.owner, [conversation_id])

@@ -430,6 +430,7 @@ class _Rows:
         self.conversation_id = self.tables.uuid(conversation.pk)
         self.owner_id = conversation.owner_id
         self.search.title(conversation.title)
+        self.search.fresh = True
         return conversation
 
     def turn(self, turn: Turn) -> None:
