@@ -215,7 +215,10 @@ def _long() -> Any:
     run = getattr(long_bench, "measure", None)
     if run is None:
         return "bench.long has no measure(): skipped"
-    return run()
+    try:
+        return run()
+    except Exception as exc:  # its own failure is reported, the store's figures are kept
+        return f"bench.long.measure() failed: {exc!r}"
 
 
 # -- the command ---------------------------------------------------------------------------------
