@@ -254,3 +254,27 @@ def test_unfiltered_list_of_a_large_table_is_not_counted(admin_client, monkeypat
     one = Conversation.objects.get()
     filtered = admin_client.get(f"{url}?conversation__id__exact={one.pk}&kind=message")
     assert filtered.context["cl"].result_count == 5  # filtered: counted
+
+
+def test_list_filter_choices_do_not_scan_the_table(admin_client):
+    from conversations import store
+    from conversations.admin import distinct_values
+
+    payload({"a": 1}, provider="openai", format="f1", version="v2")
+    payload({"a": 2}, provider="anthropic", format="f2", version="v1")
+    payload({"a": 3}, provider="anthropic", format="f1", version="v1")
+    assert distinct_values(ProviderPayload, "format") == ["f1", "f2"]
+    assert distinct_values(ProviderPayload, "provider", limit=1) == ["anthropic"]
+    build = store.create_conversation(title="t")
+    turn = store.open_turns(build, [store.NewTurn("agent", [])])[0][0]
+    store.set_provenance(turn, "google", "gemini-x")
+    for model in (ProviderPayload, Turn):
+        opts = model._meta
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        with CaptureQueriesContext(connection) as captured:
+            page = admin_client.get(url).content.decode()
+        assert not [q for q in captured.captured_queries if "DISTINCT" in q["sql"]
+                    and connection.ops.quote_name(opts.db_table) in q["sql"]
+                    and "RECURSIVE" not in q["sql"]], model
+        assert ("?format=f2" in page) if model is ProviderPayload else ("?provider=google"
+                                                                         in page)
