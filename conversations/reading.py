@@ -258,10 +258,11 @@ def decode_cursor(cursor: str) -> tuple[Any, Any] | None:
 
 
 def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
-              last: bool = False, size: int = 25) -> ListPage:
+              last: bool = False, size: int = 25, query: str = "") -> ListPage:
     """A page of ``qs`` (ordered by ``-updated_at, -id``) by keyset on the index of that order:
     the first page, the one ``after`` a cursor, the one ``before`` a cursor, or the ``last``.
-    Costs the rows read, never a count or an offset."""
+    Costs the rows read, never a count or an offset. With the search ``query``, each row gets
+    ``snippet``: the passage that matched, marked (None when only its title did)."""
     qs = qs.order_by("-updated_at", "-id")
     forward = True
     if after and (key := decode_cursor(after)):
@@ -282,6 +283,9 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
         keys.reverse()
     by_id = annotated([pk for pk, _ in keys])
     rows = [by_id[pk] for pk, _ in keys if pk in by_id]
+    snippets = search.snippets([row.pk for row in rows], query) if query and rows else {}
+    for row in rows:
+        row.snippet = snippets.get(row.pk)
     if not rows:
         return ListPage([], None, None)
     if forward:

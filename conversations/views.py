@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from conversations import discard, reading, redaction, search, store, upload_limits, uploads
+from conversations import discard, reading, redaction, store, upload_limits, uploads
 from conversations.models import Conversation
 
 log = logging.getLogger("turnscope.views")
@@ -53,12 +53,11 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     )
     page = reading.list_page(rows, after=request.GET.get("after", ""),
                              before=request.GET.get("before", ""),
-                             last=request.GET.get("page") == "last", size=PAGE_SIZE)
+                             last=request.GET.get("page") == "last", size=PAGE_SIZE,
+                             query=filters["q"])
     chips = reading.provenance_chips([c.pk for c in page.rows])
-    snippets = search.snippets([c.pk for c in page.rows], filters["q"]) if filters["q"] else {}
     for conversation in page.rows:
         conversation.chips = chips.get(conversation.pk, [])
-        conversation.snippet = snippets.get(conversation.pk)
     query = request.GET.copy()
     for key in ("page", "after", "before"):
         query.pop(key, None)
