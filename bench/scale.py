@@ -7,8 +7,9 @@ Builds the store once per size and database — every recorded provider response
 ``../shared/fixtures`` (both sets), cycled, each one conversation, through the bulk path
 (``conversations.ingest.ingest_each``, as ``manage.py ingest --each`` does) — and caches it
 (SQLite: ``var/bench-scale/scale-N.sqlite3``; PostgreSQL, when ``DATABASE_URL`` is set: that
-database, rebuilt when it does not hold N bench conversations; it is flushed, so give it a
-database of its own). Then, in a fresh process per database (so the resident set is the
+database). An interrupted build goes on where it stopped (it commits 500 files at a time); a
+store that is not a bench store of at most N is flushed first, so give PostgreSQL a database
+of its own. Then, in a fresh process per database (so the resident set is the
 server's, not the generator's), it measures with Django's test client (in process: server time,
 no network), the median of ``--repeat`` runs after one warm-up:
 
@@ -86,12 +87,16 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
     call_command("migrate", verbosity=0)
     User = get_user_model()
     owner = User.objects.filter(username=OWNER).first()
-    if owner is not None and Conversation.objects.filter(owner=owner).count() == size:
+    have = Conversation.objects.filter(owner=owner).count() if owner is not None else 0
+    if have == size:
         return {"generated": False}
-    if backend == "postgresql":
+    if owner is None or have > size:
         call_command("flush", interactive=False, verbosity=0)
-    owner = User.objects.create_user(OWNER, password="bench-pw-123")
-    User.objects.create_user(STAFF, password="bench-pw-123", is_staff=True, is_superuser=True)
+        have = 0
+        owner = User.objects.create_user(OWNER, password="bench-pw-123")
+        User.objects.create_user(STAFF, password="bench-pw-123", is_staff=True,
+                                 is_superuser=True)
+    # else: an interrupted build (batches are committed whole) goes on where it stopped.
     responses = _responses()
     if not responses:
         raise SystemExit("no provider fixtures under ../shared/fixtures: nothing to build from")
@@ -102,7 +107,9 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
             ResponseFile(f"{response.name}@{n}", response.raw, response.context))
     started, cpu, made, failed = time.perf_counter(), time.process_time(), 0, 0
     shown = started
+    skip = have
     for provider, files in by_provider.items():
+        files, skip = files[skip:], max(0, skip - len(files))
         for result in ingest_each(provider, files, owner=owner, batch=batch):
             made += result.conversation is not None
             failed += result.conversation is None
@@ -120,7 +127,8 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
         fill = [r for r in by_provider[next(iter(by_provider))][:1]]
         for _ in range(missing):
             list(ingest_each(next(iter(by_provider)), fill, owner=owner))
-    return {"generated": True, "conversations": made, "refused": failed, "seconds": elapsed,
+    return {"generated": True, "conversations": made, "resumed_at": have, "refused": failed,
+            "seconds": elapsed,
             "per_second": made / elapsed if elapsed else 0.0,
             "per_cpu_second": made / cpu if cpu else 0.0}
 
