@@ -12,7 +12,7 @@ writes left equals a rebuild):
   ``trigram`` tokenizer over the same rows (queried with a phrase ``MATCH``). ``tsvector`` was
   not chosen: it matches stemmed words, so "news.example", "xample" or a URL fragment would no
   longer be found, and the two databases would disagree. Queries under three characters have no
-  trigram, so they scan the rows (still one table, no join per conversation).
+  trigram: they look at conversation titles only (``filtered``), never at every message.
   The FTS5 table is an *external-content* index of ``SearchDoc``: SQLite keeps it in step with
   two triggers created by the migration (insert, delete). They are the SQLite way of declaring
   an index on another table — the writer writes ``SearchDoc`` rows and nothing else, as it would
@@ -249,6 +249,9 @@ def matching(query: str, using: str = "default") -> RawSQL:
                   f"ESCAPE '\\'{_apart(connection)}", [_like(query)])
 
 
+MIN_QUERY = 3  # characters: a trigram
+
+
 def with_facet(kind: str, value: str, using: str = "default") -> RawSQL:
     """SQL for the ids of the conversations having the facet, for ``pk__in``."""
     connection = connections[using]
@@ -270,8 +273,12 @@ def filtered(qs: QuerySet[Conversation], *, query: str = "", provider: str = "",
              model: str = "", domain: str = "") -> QuerySet[Conversation]:
     """``qs`` narrowed by the list's filters, each through its index. ``domain`` is a host name,
     lower-cased, without "www." (it matches that host and its subdomains)."""
-    if query:
+    if len(query) >= MIN_QUERY:
         qs = qs.filter(pk__in=matching(query, qs.db))
+    elif query:
+        # Shorter than a trigram: no index can answer it, and it matches nearly every text;
+        # it looks at titles only (one row per conversation), not at every message.
+        qs = qs.filter(title__icontains=query)
     if provider:
         qs = qs.filter(pk__in=with_facet(PROVIDER, provider, qs.db))
     if model:

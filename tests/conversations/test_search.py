@@ -104,7 +104,8 @@ def test_search_and_filters_answer(alice, bob):
     assert ids(query="Météo") == {a.pk}  # a cited title
     assert ids(query="Weather in") == {a.pk}  # the title
     assert ids(query="100%") == set() and ids(query="_") == set()  # wildcards are literal
-    assert ids(query="y") == {a.pk}  # under three characters: still found
+    assert ids(query="Pa") == {a.pk}  # under three characters: titles only
+    assert ids(query="y") == set()  # ("sunny" is in a message, not the title)
     assert ids(domain="example.fr") == ids(domain="meteo.example.fr") == {a.pk}
     assert ids(domain="ample.fr") == set() and ids(domain="fr") == set()
     assert ids(provider="anthropic", model="claude-sonnet-4-20250514") == {a.pk}
