@@ -4,6 +4,9 @@ Every conversation, turn, event, attribution and provider payload row is inserte
 writes it: ingest, the live runner, import, fork. The columns derived from what is written (an
 event's activity id and name from its body, an attribution's domain from its URL) are computed
 in one place (``_Rows.event`` and ``_Rows.attribution``), so every way in stores the same rows.
+The conversation list's search and facet rows (``conversations.search``) are collected there too
+and written in the same transaction, by every action here (rename, owner change and delete
+included).
 
 Rows go through prepared INSERT statements, one ``executemany`` per table: 2.6x faster than
 the ORM on ingest, measured. So ``COLUMNS`` must list exactly the models' columns
