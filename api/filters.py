@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import QuerySet
 from rest_framework.exceptions import ValidationError
 
 from api.http import text_param
-from conversations.domains import DOMAIN, domain_regex
-from conversations.models import Attribution, Conversation, Event, Turn
+from conversations import search
+from conversations.domains import DOMAIN
+from conversations.models import Conversation
 
 FILTERS = {
     "q": "Search titles, message text, and the titles and URLs of cited sources.",
@@ -21,28 +22,15 @@ FILTERS = {
 
 
 def filter_conversations(queryset: QuerySet[Conversation], request: Any) -> QuerySet[Conversation]:
+    """``queryset`` narrowed by the request's filters, through the list's indexes
+    (``conversations.search``: the same ones the pages use)."""
     q = text_param(request, "q", max_length=200).strip()
-    if q:
-        in_text = Event.objects.filter(conversation=OuterRef("pk"), kind="message",
-                                       text__icontains=q)
-        in_sources = Attribution.objects.filter(event__conversation=OuterRef("pk")).filter(
-            Q(url__icontains=q) | Q(title__icontains=q))
-        queryset = queryset.filter(Q(title__icontains=q) | Exists(in_text) | Exists(in_sources))
     provider = text_param(request, "provider", max_length=64).strip()
-    if provider:
-        queryset = queryset.filter(
-            Exists(Turn.objects.filter(conversation=OuterRef("pk"), provider=provider)))
     model = text_param(request, "model", max_length=200).strip()
-    if model:
-        queryset = queryset.filter(
-            Exists(Turn.objects.filter(conversation=OuterRef("pk"), model=model)))
     domain = text_param(request, "domain", max_length=253).strip().lower().rstrip(".")
     if domain:
         if domain.startswith("www."):
             domain = domain[4:]
         if not DOMAIN.match(domain):
             raise ValidationError({"domain": "must be a host name such as example.com"})
-        cited = Attribution.objects.filter(event__conversation=OuterRef("pk"),
-                                           url__iregex=domain_regex(domain))
-        queryset = queryset.filter(Exists(cited))
-    return queryset
+    return search.filtered(queryset, query=q, provider=provider, model=model, domain=domain)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -46,11 +48,11 @@ from api.permissions import (
     can_read_native,
     visible_conversations,
 )
-from api.throttling import WriteRateThrottle
+from api.throttling import WriteRateThrottle, import_throttles
 from conversations import openwop, store, upload_limits, uploads
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
-from conversations.models import Conversation
+from conversations.models import Conversation, Turn
 from conversations.projections import (
     PROJECTIONS,
     conversation_dict,
@@ -167,7 +169,12 @@ class ConversationListView(ApiView):
     def get_queryset(self) -> QuerySet[Conversation]:
         queryset = visible_conversations(self.request.user)
         queryset = filter_conversations(queryset, self.request)
-        return queryset.select_related("owner").annotate(turn_count=Count("turns"))
+        # A count per row of the page (the cursor's LIMIT comes first), not a GROUP BY over
+        # every conversation visible.
+        turns = (Turn.objects.filter(conversation=OuterRef("pk")).order_by()
+                 .values("conversation").annotate(n=Count("pk")).values("n")[:1])
+        return queryset.select_related("owner").annotate(
+            turn_count=Coalesce(Subquery(turns), 0))
 
     @extend_schema(
         operation_id="conversations_list",
@@ -378,6 +385,9 @@ IMPORT_BODY = {
 class ImportView(ApiView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    def get_throttles(self) -> list[Any]:
+        return import_throttles(self.request, super().get_throttles())
     parser_classes = [LimitedMultiPartParser, SpooledBodyParser]
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
@@ -448,6 +458,9 @@ def available_providers() -> list[str]:
 
 class _IngestBase(ApiView):
     throttle_classes = [*APIView.throttle_classes, WriteRateThrottle]
+
+    def get_throttles(self) -> list[Any]:
+        return import_throttles(self.request, super().get_throttles())
     parser_classes = [RawBodyParser]
     refusals = Refusals(
         action="ingest ({provider})",

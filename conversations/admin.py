@@ -17,22 +17,33 @@ from typing import Any
 import orjson
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db import connections
 from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from rest_framework.authtoken.models import TokenProxy
 
 import providers
 from conversations import store
 from conversations.domains import DOMAIN, domain_regex
-from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
+from conversations.models import (
+    Attribution,
+    Conversation,
+    Event,
+    FacetCount,
+    ProviderPayload,
+    Turn,
+)
+from conversations.search import PROVIDER
 from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
 PREVIEW_CHARS = 64 * 1024
-LIST_DECODE_LIMIT = 256 * 1024  # bytes: larger payloads are checked on their own page only
+LIST_DECODE_LIMIT = 16 * 1024  # bytes: larger payloads are checked on their own page only
 TEXT_PREVIEW = 80
 
 # Tokens are credentials: DRF's token admin lists their keys. Tokens are issued with
@@ -110,6 +121,91 @@ def pretty_json_prefix(text: str, indent: int = 2) -> str:
     return "".join(out)
 
 
+class EstimatedCountPaginator(Paginator):
+    """A changelist paginator that does not count a whole table: unfiltered, the count is the
+    database's estimate (PostgreSQL's planner statistics; SQLite's largest rowid, exact until
+    rows are deleted). A filtered list (by conversation, kind, search) is counted exactly."""
+
+    @cached_property
+    def count(self) -> int:
+        qs = self.object_list
+        if isinstance(qs, QuerySet) and not qs.query.where:
+            estimate = _estimated_rows(qs.model, qs.db)
+            if estimate is not None and estimate >= ESTIMATE_ABOVE:
+                return estimate
+        return super().count
+
+
+ESTIMATE_ABOVE = 100_000  # below this an exact count is cheap, and what people expect
+
+
+def _estimated_rows(model: Any, using: str) -> int | None:
+    conn = connections[using]
+    table = model._meta.db_table
+    with conn.cursor() as cursor:
+        if conn.vendor == "postgresql":
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                           [conn.ops.quote_name(table)])
+        elif conn.vendor == "sqlite":
+            cursor.execute(f"SELECT MAX(rowid) FROM {conn.ops.quote_name(table)}")
+        else:
+            return None
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None and row[0] >= 0 else None
+
+
+def distinct_values(model: Any, column: str, using: str = "default", limit: int = 200
+                    ) -> list[str]:
+    """The distinct values of an indexed column by skip-scan — one index probe per value
+    (a recursive query: the smallest value, then the smallest above it, ...) instead of a
+    DISTINCT over every row, which Django's field filters run on each list view."""
+    conn = connections[using]
+    q = conn.ops.quote_name
+    table, col = q(model._meta.db_table), q(column)
+    sql = (f"WITH RECURSIVE d(v, n) AS (SELECT MIN({col}), 1 FROM {table} UNION ALL "
+           f"SELECT (SELECT MIN({col}) FROM {table} WHERE {col} > d.v), n + 1 FROM d "
+           f"WHERE d.v IS NOT NULL AND n < %s) SELECT v FROM d WHERE v IS NOT NULL")
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def indexed_choices(field_name: str, title: str | None = None) -> type[admin.SimpleListFilter]:
+    """A list filter on an indexed column whose choices come from ``distinct_values``."""
+
+    class IndexedChoices(admin.SimpleListFilter):
+        parameter_name = field_name
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            model = model_admin.model
+            column = model._meta.get_field(field_name).column
+            return [(v, v) for v in distinct_values(model, column) if v]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+            value = self.value()
+            return queryset.filter(**{field_name: value}) if value else queryset
+
+    IndexedChoices.title = title or field_name
+    IndexedChoices.__name__ = f"{field_name.title()}Choices"
+    return IndexedChoices
+
+
+class ProvenanceProviderFilter(admin.SimpleListFilter):
+    """Turns by provider: the choices are the maintained filter counts' providers (the turn
+    table has no provider index to scan, and needs none for this)."""
+
+    title = "provider"
+    parameter_name = "provider"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        values = FacetCount.objects.filter(kind=PROVIDER, conversations__gt=0).values_list(
+            "value", flat=True).distinct().order_by("value")
+        return [(v, v) for v in values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(provider=self.value()) if self.value() else queryset
+
+
 def pretty_json(text: str) -> str:
     try:
         return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
@@ -125,6 +221,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     show_full_result_count = False  # one COUNT per list page, not two
     show_facets = admin.ShowFacets.NEVER  # per-choice counts would scan the whole table
     list_per_page = 100
+    paginator = EstimatedCountPaginator
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -165,6 +262,7 @@ class ConversationAdmin(admin.ModelAdmin):
     ordering = ("-updated_at",)
     show_full_result_count = False
     list_per_page = 100
+    paginator = EstimatedCountPaginator
     fields = ("id", "title", "owner", "created_at", "updated_at", "forked_from",
               "forked_at_turn", "next_seq", "events_link")
     readonly_fields = ("id", "created_at", "updated_at", "forked_from", "forked_at_turn",
@@ -192,6 +290,15 @@ class ConversationAdmin(admin.ModelAdmin):
                           "attributions and recordings")
         counts = {"conversations": len(listed), "turns": turns, "events": events}
         return listed, counts, set(), []
+
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any,
+                   change: bool) -> None:
+        # Title and owner are the editable fields: changed through the store, which keeps the
+        # list's search index and filter counts in step.
+        if "title" in form.changed_data:
+            store.rename_conversation(obj, obj.title)
+        if "owner" in form.changed_data:
+            store.set_owner(obj, obj.owner)
 
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
         store.delete_conversation(obj)
@@ -223,9 +330,12 @@ class TurnAdmin(ReadOnlyAdmin):
     list_display = ("__str__", "conversation", "index", "role", "status", "end_reason",
                     "provider", "model", "created_at")
     list_select_related = ("conversation",)
-    list_filter = ("role", "status", "provider")
+    list_filter = ("role", "status", ProvenanceProviderFilter)
     search_fields = ("=conversation__id", "model")
-    ordering = ("-created_at",)
+    ordering = ("-created_at",)  # the turn_created index
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Turn]:
+        return super().get_queryset(request).defer("responses")
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact"} or super().lookup_allowed(
@@ -262,7 +372,9 @@ class EventAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
-        return super().get_queryset(request).defer("body")
+        # A list row shows the head of the text only; bodies and turn bookkeeping stay unread.
+        return super().get_queryset(request).defer("body", "text", "turn__responses").annotate(
+            text_head=Substr("text", 1, TEXT_PREVIEW * 2))
 
     @admin.display(description="body")
     def body_view(self, obj: Event) -> str:
@@ -279,7 +391,8 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="text")
     def text_preview(self, obj: Event) -> str:
-        return _clip(obj.text)
+        head = getattr(obj, "text_head", None)  # the list's annotation (text is deferred)
+        return _clip(obj.text if head is None else head)
 
     @admin.display(description="payload")
     def payload_link(self, obj: Event) -> str:
@@ -300,6 +413,10 @@ class AttributionAdmin(ReadOnlyAdmin):
         "subdomains."
     )
     ordering = ("event_id", "ordinal")  # the (event, ordinal) index
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Attribution]:
+        # The event is shown as "#seq kind": its text and body stay unread.
+        return super().get_queryset(request).defer("excerpt", "event__text", "event__body")
     fields = ("event_link", "ordinal", "url", "title", "excerpt", "range_start", "range_end",
               "incomplete", "replay")
     readonly_fields = fields
@@ -341,7 +458,9 @@ class AttributionAdmin(ReadOnlyAdmin):
 class ProviderPayloadAdmin(ReadOnlyAdmin):
     list_display = ("short_id", "provider", "format", "version", "size_text", "decodes_column",
                     "created_at")
-    list_filter = ("provider", "format", "version")
+    # Choices by skip-scan of each column's index, not a DISTINCT over a million rows.
+    list_filter = (indexed_choices("provider"), indexed_choices("format"),
+                   indexed_choices("version"))
     search_fields = ("=id", "=sha256")
     ordering = ("-created_at",)
     fields = ("id", "provider", "format", "version", "size_text", "sha256", "created_at",

@@ -1,6 +1,8 @@
 """Cited domains: which host names a "cited domain" filter accepts, and which source URLs are on
-such a host or one of its subdomains. The API's conversation filter and the admin's
-``domain:`` search both use it (the ``Attribution.domain`` column is filled by ``url_domain``)."""
+such a host or one of its subdomains. The API checks a filter's host name with ``DOMAIN`` (the
+filter itself goes through the ``site`` facets of ``conversations.search``); the admin's
+``domain:`` search uses ``domain_regex`` (the ``Attribution.domain`` column is filled by
+``url_domain``)."""
 
 from __future__ import annotations
 

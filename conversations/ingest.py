@@ -6,11 +6,14 @@ transaction, so a malformed file leaves nothing half-written.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.db import DatabaseError, transaction
 
 import providers
 from conversations import redaction, store
@@ -115,6 +118,52 @@ def ingest(
         provider, turn.pk, summary.events, summary.citations, dict(summary.usage),
     )
     return summary
+
+
+@dataclass
+class BulkResult:
+    """One file of ``ingest_each``: the conversation it became, or why it was refused."""
+
+    name: str
+    conversation: Conversation | None = None
+    error: str = ""
+
+
+BULK_BATCH = 200  # files per commit: a commit per file was a third of the time, measured
+
+
+def ingest_each(
+    provider: str, files: Iterable[ResponseFile], *, owner: Any = None,
+    batch: int = BULK_BATCH, done: Callable[[BulkResult], None] | None = None,
+) -> Iterator[BulkResult]:
+    """Each of ``files`` as its own conversation (one agent turn), in one process: many files
+    are committed together (``batch`` per transaction), each in its own savepoint (the store's
+    transaction, nested), so a file that cannot be read or stored is reported and leaves
+    nothing, and never costs the others. Results come in file order as each file is done;
+    a result is yielded once its batch is committed; ``done`` is called as each file is
+    through (for a progress bar)."""
+    pending: list[BulkResult] = []
+    iterator = iter(files)
+    while True:
+        chunk = list(itertools.islice(iterator, batch))
+        if not chunk:
+            return
+        with transaction.atomic():
+            for response in chunk:
+                try:
+                    with transaction.atomic():  # the file's savepoint
+                        summary = ingest(provider, [response], owner=owner)
+                except (ValueError, DatabaseError) as exc:
+                    # ValueError: every refusal of the input (MalformedInput names the file and
+                    # line); the file's savepoint is rolled back, the batch goes on.
+                    result = BulkResult(response.name, error=str(exc))
+                else:
+                    result = BulkResult(response.name, summary.conversation)
+                pending.append(result)
+                if done is not None:
+                    done(result)
+        yield from pending  # committed
+        pending = []
 
 
 def title_for(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:

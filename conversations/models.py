@@ -91,6 +91,14 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        # The list pages' keyset orders: (-updated_at, -id) for the pages, (-created_at, -id)
+        # for the API; per owner, and for staff (everyone's).
+        indexes = [
+            models.Index(fields=["owner", "updated_at", "id"], name="conversation_owner_updated"),
+            models.Index(fields=["updated_at", "id"], name="conversation_updated"),
+            models.Index(fields=["owner", "created_at", "id"], name="conversation_owner_created"),
+            models.Index(fields=["created_at", "id"], name="conversation_created"),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)
@@ -129,6 +137,7 @@ class Turn(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "index"], name="turn_index_unique"),
         ]
+        indexes = [models.Index(fields=["created_at"], name="turn_created")]  # the admin's order
 
     def __str__(self) -> str:
         return f"turn {self.index} ({self.role})"
@@ -179,6 +188,9 @@ class ProviderPayload(AppendOnlyModel):
     size = models.PositiveIntegerField(default=0)
     sha256 = models.CharField(max_length=64, db_index=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="payload_created")]  # the admin's
 
     def __str__(self) -> str:
         return f"{self.provider} {self.format} ({self.size} bytes)"
@@ -275,6 +287,7 @@ class Attribution(AppendOnlyModel):
 
     class Meta:
         ordering = ["event", "ordinal"]
+        indexes = [models.Index(fields=["event", "ordinal"], name="attribution_event_ordinal")]
         constraints = [
             models.CheckConstraint(
                 condition=(
@@ -376,3 +389,62 @@ class TurnExport(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.turn_id} {self.format} @ {self.key}"
+
+
+class SearchDoc(models.Model):
+    """One searchable text of a conversation (its title, a message, a cited source's title and
+    URL), indexed for substring search (``conversations.search``). Derived: written by the
+    store, recomputed by ``search.rebuild``."""
+
+    class Source(models.TextChoices):
+        TITLE = "title"
+        MESSAGE = "message"
+        SOURCE = "source"
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    body = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.source} of {self.conversation_id}"
+
+
+class ConversationFacet(models.Model):
+    """A value the conversation list filters by: a cited host (``domain``), a host or parent
+    domain it matches (``site``), a provider or model of its turns. Derived, like SearchDoc."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+",
+                                     db_index=False)  # the unique index leads with it
+    kind = models.CharField(max_length=8)
+    value = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "kind", "value"],
+                                    name="facet_unique"),
+        ]
+        indexes = [models.Index(fields=["kind", "value", "conversation"], name="facet_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}={self.value}"
+
+
+class FacetCount(models.Model):
+    """How many conversations of an owner (``owner_key``: the user id, 0 for none; not a
+    foreign key, so removing a user leaves the counts of the conversations it owned) have a
+    facet: the filter choices, kept as the facets change."""
+
+    owner_key = models.IntegerField()
+    kind = models.CharField(max_length=8)
+    value = models.CharField(max_length=255)
+    conversations = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner_key", "kind", "value"],
+                                    name="facet_count_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}={self.value}: {self.conversations}"

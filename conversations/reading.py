@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
 from django.utils.safestring import mark_safe
 
-from conversations import streaming
+from conversations import search, streaming
 from conversations.models import (
     Attribution,
     Conversation,
@@ -274,32 +274,21 @@ def check_filter_text(name: str, value: str) -> str:
 def conversation_rows(
     user: Any, *, query: str = "", provider: str = "", model: str = "", domain: str = ""
 ) -> QuerySet[Conversation]:
-    """The conversation list: visible to ``user``, searched and filtered, with counts.
-    Raises ``InvalidFilter`` for a text the database cannot compare."""
+    """The conversations ``user`` sees, searched and filtered through the list's indexes
+    (``conversations.search``), newest first; without the per-row counts (``annotated`` adds
+    them to a page's rows). Raises ``InvalidFilter`` for a text the database cannot compare."""
     for name, value in (("q", query), ("provider", provider), ("model", model),
                         ("domain", domain)):
         check_filter_text(name, value)
-    qs = Conversation.objects.visible_to(user)
-    if query:
-        matching_events = Event.objects.filter(
-            conversation=OuterRef("pk"), kind="message", text__icontains=query
-        )
-        matching_sources = Attribution.objects.filter(
-            Q(title__icontains=query) | Q(url__icontains=query),
-            event__conversation=OuterRef("pk"),
-        )
-        qs = qs.filter(
-            Q(title__icontains=query) | Exists(matching_events) | Exists(matching_sources)
-        )
-    if provider:
-        qs = qs.filter(Exists(Turn.objects.filter(conversation=OuterRef("pk"), provider=provider)))
-    if model:
-        qs = qs.filter(Exists(Turn.objects.filter(conversation=OuterRef("pk"), model=model)))
-    if domain:
-        qs = qs.filter(Exists(Attribution.objects.filter(
-            event__conversation=OuterRef("pk"), domain=domain.lower().removeprefix("www.")
-        )))
+    domain = domain.lower().rstrip(".").removeprefix("www.")
+    qs = search.filtered(Conversation.objects.visible_to(user), query=query,
+                         provider=provider, model=model, domain=domain)
+    return qs.order_by("-updated_at", "-id")
 
+
+def annotated(ids: list[Any]) -> dict[Any, Conversation]:
+    """The rows of one page with their counts (turns, citations, searches), first user line
+    and live flag: correlated subqueries, but over the page's rows only."""
     def count(subquery: QuerySet) -> Subquery:
         return Subquery(
             subquery.order_by().values("conversation").annotate(n=Count("pk")).values("n")[:1]
@@ -317,14 +306,83 @@ def conversation_rows(
                              activity_name="web_search").order_by()
         .values("conversation").annotate(n=Count("activity_id", distinct=True)).values("n")[:1]
     )
-    return qs.annotate(
+    rows = Conversation.objects.filter(pk__in=ids).annotate(
         turn_count=count(Turn.objects.filter(conversation=OuterRef("pk"))),
         citation_count=citations,
         search_count=searches,
         first_user_text=Subquery(first_user_line),
         is_live=Exists(Turn.objects.filter(conversation=OuterRef("pk"),
                                            status=Turn.Status.STREAMING)),
-    ).order_by("-updated_at")
+    )
+    return {row.pk: row for row in rows}
+
+
+@dataclass
+class ListPage:
+    """One keyset page of the conversation list: its rows, and the cursors of the pages before
+    and after it (None: there is none). A cursor names the row a page starts after (or ends
+    before), so a link stays valid however many conversations are added meanwhile."""
+
+    rows: list[Conversation]
+    newer: str | None  # ?before=...
+    older: str | None  # ?after=...
+    at_end: bool = False
+
+
+def encode_cursor(conversation: Conversation) -> str:
+    return f"{conversation.updated_at.isoformat()}_{conversation.pk}"
+
+
+def decode_cursor(cursor: str) -> tuple[Any, Any] | None:
+    """(updated_at, id) of a cursor; None if it is not one."""
+    import uuid
+    from datetime import datetime
+
+    stamp, _, pk = cursor.partition("_")
+    try:
+        return datetime.fromisoformat(stamp), uuid.UUID(pk)
+    except ValueError:
+        return None
+
+
+def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
+              last: bool = False, size: int = 25, query: str = "") -> ListPage:
+    """A page of ``qs`` (ordered by ``-updated_at, -id``) by keyset on the index of that order:
+    the first page, the one ``after`` a cursor, the one ``before`` a cursor, or the ``last``.
+    Costs the rows read, never a count or an offset. With the search ``query``, each row gets
+    ``snippet``: the passage that matched, marked (None when only its title did)."""
+    qs = qs.order_by("-updated_at", "-id")
+    forward = True
+    if after and (key := decode_cursor(after)):
+        stamp, pk = key
+        qs = qs.filter(updated_at__lte=stamp).exclude(updated_at=stamp, id__gte=pk)
+    elif before and (key := decode_cursor(before)):
+        stamp, pk = key
+        qs = qs.filter(updated_at__gte=stamp).exclude(updated_at=stamp, id__lte=pk) \
+            .order_by("updated_at", "id")
+        forward = False
+    elif last:
+        qs = qs.order_by("updated_at", "id")
+        forward = False
+    keys = list(qs.values_list("pk", "updated_at")[:size + 1])
+    more = len(keys) > size
+    keys = keys[:size]
+    if not forward:
+        keys.reverse()
+    by_id = annotated([pk for pk, _ in keys])
+    rows = [by_id[pk] for pk, _ in keys if pk in by_id]
+    snippets = search.snippets([row.pk for row in rows], query) if query and rows else {}
+    for row in rows:
+        row.snippet = snippets.get(row.pk)
+    if not rows:
+        return ListPage([], None, None)
+    if forward:
+        older = encode_cursor(rows[-1]) if more else None
+        newer = encode_cursor(rows[0]) if (after and decode_cursor(after)) else None
+    else:
+        newer = encode_cursor(rows[0]) if more else None
+        older = encode_cursor(rows[-1]) if not last else None
+    return ListPage(rows, newer, older, at_end=last or (forward and not more))
 
 
 def provenance_chips(conversation_ids: list[Any]) -> dict[Any, list[tuple[str, str]]]:
@@ -344,14 +402,6 @@ def provenance_chips(conversation_ids: list[Any]) -> dict[Any, list[tuple[str, s
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:
-    visible = Conversation.objects.visible_to(user)
-    turns = Turn.objects.filter(conversation__in=visible).exclude(provider="")
-    domains = (
-        Attribution.objects.filter(event__conversation__in=visible).exclude(domain="")
-        .values("domain").annotate(n=Count("pk")).order_by("-n").values_list("domain", flat=True)
-    )
-    return {
-        "providers": sorted(set(turns.values_list("provider", flat=True))),
-        "models": sorted(set(turns.values_list("model", flat=True))),
-        "domains": list(domains[:50]),
-    }
+    """Providers, models and the most cited domains among what ``user`` sees (maintained
+    counts: nothing is aggregated per view)."""
+    return search.choices(user)

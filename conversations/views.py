@@ -12,8 +12,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -49,19 +49,12 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         key: request.GET.get(key, "").strip()[:200]
         for key in ("q", "provider", "model", "domain")
     }
-    try:
-        rows = reading.conversation_rows(
-            request.user, query=filters["q"], provider=filters["provider"],
-            model=filters["model"], domain=filters["domain"],
-        )
-    except reading.InvalidFilter as exc:
-        return HttpResponse(f"Bad search: {exc}.", status=400, content_type="text/plain")
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    chips = reading.provenance_chips([c.pk for c in page.object_list])
-    for conversation in page.object_list:
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
         conversation.chips = chips.get(conversation.pk, [])
     query = request.GET.copy()
-    query.pop("page", None)
+    for key in ("page", "after", "before"):
+        query.pop(key, None)
     return render(request, "conversations/list.html", {
         "page": page,
         "filters": filters,

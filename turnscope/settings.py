@@ -247,6 +247,9 @@ REST_FRAMEWORK = {
         "anon": os.environ.get("API_ANON_RATE", "30/min"),
     },
 }
+# Ingest and import requests from token clients (bulk imports: a script sending a history
+# file by file) have their own, higher rate instead of the write and per-user rates.
+API_BULK_IMPORT_RATE = os.environ.get("API_BULK_IMPORT_RATE", "6000/min")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Turnscope API",

@@ -193,3 +193,88 @@ def test_list_page_query_count_is_constant_in_the_row_count(admin_client, model,
     assert large == small, f"{model.__name__}: {small} queries for few rows, {large} for many"
     with django_assert_max_num_queries(12):
         admin_client.get(url)
+
+
+ADMINS = [Conversation, Turn, Event, Attribution, ProviderPayload]
+# What each list must not read for its rows: large columns (the list shows a preview at most).
+NOT_LISTED = {
+    Turn: ['"responses"'],
+    Event: ['"body"', '"conversations_turn"."responses"'],
+    Attribution: ['"excerpt"', '"conversations_event"."body"', '"conversations_event"."text"'],
+}
+
+
+@pytest.mark.parametrize("model", ADMINS)
+def test_list_ordering_is_the_leading_columns_of_an_index(model):
+    """Each changelist's ordering is served by an index, not a sort of the table."""
+    opts = model._meta
+    ordering = [name.lstrip("-").removesuffix("_id") for name in
+                admin.site._registry[model].get_ordering(None)]
+    columns = [opts.get_field(name).column for name in ordering]
+    indexed = [[opts.get_field(f.lstrip("-")).column for f in index.fields]
+               for index in [*opts.indexes, *opts.constraints] if getattr(index, "fields", None)]
+    indexed += [[f.column] for f in opts.concrete_fields if f.db_index or f.primary_key]
+    assert any(index[:len(columns)] == columns for index in indexed), (model, columns)
+
+
+@pytest.mark.parametrize("model", ADMINS)
+def test_list_query_reads_no_large_column(admin_client, model):
+    populate(3)
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    with CaptureQueriesContext(connection) as captured:
+        assert admin_client.get(url).status_code == 200
+    table = connection.ops.quote_name(opts.db_table)
+    rows = [q["sql"] for q in captured.captured_queries
+            if q["sql"].startswith("SELECT") and f"FROM {table}" in q["sql"]
+            and "COUNT(" not in q["sql"]]
+    assert rows, "the list query was not seen"
+    for sql in rows:
+        for column in NOT_LISTED.get(model, []):
+            qualified = column if "." in column else f"{table}.{column}"
+            assert qualified not in sql, (model.__name__, column, sql)
+        if model is ProviderPayload:  # the value only for small payloads (the decode column)
+            assert f'{table}."value"' not in sql.split("CASE")[0]
+
+
+def test_unfiltered_list_of_a_large_table_is_not_counted(admin_client, monkeypatch):
+    from conversations import admin as conversation_admin
+
+    populate(5)
+    if connection.vendor == "postgresql":  # the planner's statistics are the estimate
+        with connection.cursor() as cursor:
+            cursor.execute('ANALYZE "conversations_event"')
+    monkeypatch.setattr(conversation_admin, "ESTIMATE_ABOVE", 1)
+    url = reverse("admin:conversations_event_changelist")
+    with CaptureQueriesContext(connection) as captured:
+        changelist = admin_client.get(url).context["cl"]
+    assert changelist.result_count == 5  # the estimate: exact while nothing was deleted
+    assert not [q for q in captured.captured_queries
+                if "COUNT(" in q["sql"] and '"conversations_event"' in q["sql"]]
+    one = Conversation.objects.get()
+    filtered = admin_client.get(f"{url}?conversation__id__exact={one.pk}&kind=message")
+    assert filtered.context["cl"].result_count == 5  # filtered: counted
+
+
+def test_list_filter_choices_do_not_scan_the_table(admin_client):
+    from conversations import store
+    from conversations.admin import distinct_values
+
+    payload({"a": 1}, provider="openai", format="f1", version="v2")
+    payload({"a": 2}, provider="anthropic", format="f2", version="v1")
+    payload({"a": 3}, provider="anthropic", format="f1", version="v1")
+    assert distinct_values(ProviderPayload, "format") == ["f1", "f2"]
+    assert distinct_values(ProviderPayload, "provider", limit=1) == ["anthropic"]
+    build = store.create_conversation(title="t")
+    turn = store.open_turns(build, [store.NewTurn("agent", [])])[0][0]
+    store.set_provenance(turn, "google", "gemini-x")
+    for model in (ProviderPayload, Turn):
+        opts = model._meta
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        with CaptureQueriesContext(connection) as captured:
+            page = admin_client.get(url).content.decode()
+        assert not [q for q in captured.captured_queries if "DISTINCT" in q["sql"]
+                    and connection.ops.quote_name(opts.db_table) in q["sql"]
+                    and "RECURSIVE" not in q["sql"]], model
+        assert ("?format=f2" in page) if model is ProviderPayload else ("?provider=google"
+                                                                         in page)

@@ -168,10 +168,33 @@ def test_throttling(alice_api, monkeypatch):
     assert codes[:3] == [200] * 3 and codes[3:] == [429, 429]
 
 
-def test_write_endpoints_have_a_lower_rate(alice_api, monkeypatch):
+def test_write_endpoints_have_a_lower_rate(alice, alice_api, monkeypatch):
+    from rest_framework.test import APIClient
+
     from api.throttling import WriteRateThrottle
 
     monkeypatch.setattr(WriteRateThrottle, "rate", "2/min")
-    codes = [alice_api.post("/api/v1/conversations/import", {}, format="json").status_code
+    session = APIClient()
+    session.force_login(alice)
+    codes = [session.post("/api/v1/conversations/import", {}, format="json").status_code
              for _ in range(3)]
     assert codes == [400, 400, 429]
+    # Fork is a write for token clients too.
+    codes = [alice_api.post("/api/v1/conversations/00000000-0000-0000-0000-000000000000/fork",
+                            {}, format="json").status_code for _ in range(3)]
+    assert codes[-1] == 429
+
+
+def test_a_token_client_importing_in_bulk_has_its_own_higher_rate(alice_api, monkeypatch,
+                                                                  settings):
+    from api.throttling import WriteRateThrottle
+
+    monkeypatch.setattr(WriteRateThrottle, "rate", "2/min")
+    settings.API_BULK_IMPORT_RATE = "5/min"
+    codes = [alice_api.post("/api/v1/conversations/import", {}, format="json").status_code
+             for _ in range(6)]
+    assert codes == [400] * 5 + [429]
+    ingest = [alice_api.post("/api/v1/conversations/ingest?provider=anthropic", b"{",
+                             content_type="application/octet-stream").status_code
+              for _ in range(2)]
+    assert ingest == [429, 429]  # the same bulk budget

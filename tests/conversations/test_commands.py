@@ -73,3 +73,75 @@ def test_import_refuses_every_refusal_alike_not_only_invalid_documents(tmp_path,
         call_command("import", "--owner", "owner", str(path), stderr=io.StringIO())
     assert str(refused.value) == (f"1 problem: {path}: cannot be imported: the model looks "
                                   "like a credential; refusing to store it")
+
+
+# -- ingest --each: many conversations in one process ---------------------------------------
+
+GOOD = (
+    '{"type":"message_start","message":{"id":"m","type":"message","role":"assistant",'
+    '"model":"claude-x","content":[],"usage":{}}}\n'
+    '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n'
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"answer %d"}}\n'
+    '{"type":"content_block_stop","index":0}\n'
+    '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{}}\n'
+    '{"type":"message_stop"}\n'
+)
+
+
+def test_ingest_each_makes_one_conversation_per_file_and_a_bad_file_costs_only_itself(
+        tmp_path, owner, monkeypatch):
+    from conversations import ingest as ingest_module
+
+    folder = tmp_path / "responses"
+    (folder / "nested").mkdir(parents=True)
+    for i in range(5):
+        (folder / f"r{i}.jsonl").write_text(GOOD % i)
+    (folder / "nested" / "r5.jsonl").write_text(GOOD % 5)
+    (folder / "r2.jsonl").write_text("{not json\n")  # unreadable
+    (folder / ".hidden").write_text("ignored")
+    real = ingest_module.ingest
+
+    def fails_after_writing(provider, files, **kw):  # the store wrote, then something failed
+        summary = real(provider, files, **kw)
+        if files[0].name.endswith("r3.jsonl"):
+            raise ingest_module.DatabaseError("disk full")
+        return summary
+
+    monkeypatch.setattr(ingest_module, "ingest", fails_after_writing)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="2 of 6 files"):
+        call_command("ingest", "--provider", "anthropic", "--owner", "owner", "--each",
+                     "--batch", "2", str(folder), stdout=out, stderr=err)  # several batches
+    lines = out.getvalue().splitlines()
+    assert all(line.split("\t")[0] in ids() for line in lines)  # id, title, file
+    assert sorted(line.split("\t")[2].rsplit("/", 1)[1] for line in lines) == [
+        "r0.jsonl", "r1.jsonl", "r4.jsonl", "r5.jsonl"]
+    assert "r2.jsonl" in err.getvalue() and "r3.jsonl: disk full" in err.getvalue()
+    titles = sorted(Conversation.objects.values_list("title", flat=True))
+    assert titles == ["answer 0", "answer 1", "answer 4", "answer 5"]  # nothing half-written
+    assert [line.split("\t")[1] for line in lines] == ["answer 5", "answer 0", "answer 1",
+                                                       "answer 4"]  # in name order
+    assert Turn.objects.count() == 4
+    assert set(Conversation.objects.values_list("owner__username", flat=True)) == {"owner"}
+
+
+def ids() -> set[str]:
+    return {str(pk) for pk in Conversation.objects.values_list("pk", flat=True)}
+
+
+def test_ingest_each_progress_bar_only_on_a_terminal():
+    from conversations.management.commands.ingest import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress(2, stream)
+        bar.step()
+        bar.step(failed=True)
+        bar.close()
+    assert pipe.getvalue() == ""
+    assert tty.getvalue().startswith("\r[") and "2/2 files" in tty.getvalue()
+    assert "1 failed" in tty.getvalue() and tty.getvalue().endswith("\n")

@@ -35,3 +35,42 @@ def test_0005_derives_the_activity_name_of_stored_events():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0009_backfills_the_search_and_facet_indexes():
+    before = [("conversations", "0008_scale_b_turn_exports")]
+    after = [("conversations", "0009_scale_a_search_index")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        apps = executor.loader.project_state(before).apps
+        User = apps.get_model("auth", "User")
+        owner = User.objects.create(username="old-owner")
+        conversation = apps.get_model("conversations", "Conversation").objects.create(
+            title="Stored long ago", owner=owner)
+        turn = apps.get_model("conversations", "Turn").objects.create(
+            conversation=conversation, index=0, role="agent", provider="anthropic",
+            model="claude-x")
+        event = apps.get_model("conversations", "Event").objects.create(
+            conversation=conversation, turn=turn, seq=1, kind="message",
+            text="An answer about quokkas.")
+        apps.get_model("conversations", "Attribution").objects.create(
+            event=event, ordinal=0, url="https://www.wild.example.org/q", domain="wild.example.org",
+            title="Quokka facts")
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        from django.contrib.auth.models import User as CurrentUser
+
+        from conversations.reading import conversation_rows, filter_choices
+
+        user = CurrentUser.objects.get(username="old-owner")
+        for query in ("quokkas", "Quokka facts", "wild.example.org/q", "long ago"):
+            assert conversation_rows(user, query=query).count() == 1, query
+        assert conversation_rows(user, domain="example.org").count() == 1
+        assert conversation_rows(user, model="claude-x").count() == 1
+        assert filter_choices(user) == {"providers": ["anthropic"], "models": ["claude-x"],
+                                        "domains": ["wild.example.org"]}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -185,15 +185,52 @@ class TestList:
         assert a.conversation.title not in self.titles(client, domain="nowhere.invalid")
 
     def test_pagination(self, client, alice):
+        """Keyset pages: next / previous / last links by cursor walk every row once, in order,
+        and a link stays right after newer conversations arrive."""
+        import html as html_lib
+        import re
+
         from conversations import store
 
-        for i in range(30):
+        for i in range(60):
             store.create_conversation(title=f"conversation {i:02d}", owner=alice)
         client.force_login(alice)
-        first = self.titles(client)
-        assert "Page 1 of 2" in first and "conversation 29" in first
-        second = self.titles(client, page=2)
-        assert "conversation 00" in second and "conversation 29" not in second
+
+        def page(href=""):
+            body = client.get(reverse("conversation-list") + html_lib.unescape(href)) \
+                .content.decode()
+            titles = re.findall(r'<span class="row-title">conversation (\d\d)</span>', body)
+            links = dict(re.findall(r'rel="(first|prev|next|last)" href="([^"]*)"', body))
+            return [int(t) for t in titles], links
+
+        seen, links = page()
+        assert seen == list(range(59, 34, -1)) and "prev" not in links
+        second, links2 = page(links["next"])
+        assert second == list(range(34, 9, -1))
+        store.create_conversation(title="conversation 99", owner=alice)  # newer: no shift
+        third, links3 = page(links2["next"])
+        assert third == list(range(9, -1, -1)) and "next" not in links3
+        back, _ = page(links3["prev"])
+        assert back == second
+        last, links_last = page(links["last"])
+        assert last == list(range(24, -1, -1))[:25] and "next" not in links_last
+        newest, _ = page(links_last["first"])
+        assert newest[0] == 99
+
+    def test_search_result_shows_a_marked_escaped_snippet(self, client, alice):
+        from conversations import store
+        from conversations.store import NewConversation, NewTurn
+        from streams.builder import EventRecord
+
+        text = "Before the match <b>bold</b> a Quokka-like marsupial & friends, then more."
+        store.record_turns([NewTurn("user", [EventRecord("message", text=text)])],
+                           NewConversation(title="animals", owner=alice))
+        client.force_login(alice)
+        html = self.titles(client, q="quokka-LIKE")
+        assert '<p class="row-snippet">' in html
+        assert ("&lt;b&gt;bold&lt;/b&gt; a <mark>Quokka-like</mark> marsupial &amp; friends"
+                in html)
+        assert "<b>bold</b>" not in html
 
 
 def test_finished_turns_are_served_from_their_cached_fragment(client, alice):

@@ -1,0 +1,457 @@
+"""The conversation list's indexes: text search, facets (cited domains, providers, models) and
+the filter choices, kept in step with the event log by its one writer (``conversations.store``).
+
+Three tables, all derived (``rebuild`` recomputes them from the log; a test checks that what the
+writes left equals a rebuild):
+
+- ``SearchDoc``: one row per searchable text of a conversation — its title, each message's
+  text, each cited source's title and URL. **Substring semantics** (what ``icontains`` gave
+  before, and what people expect of a search box that finds "news.example" or half a word), so
+  both databases index trigrams rather than words: PostgreSQL a GIN ``gin_trgm_ops`` index on
+  ``body`` (queried with ``ILIKE '%q%'``, which that index serves), SQLite an FTS5 table with the
+  ``trigram`` tokenizer over the same rows (queried with a phrase ``MATCH``). ``tsvector`` was
+  not chosen: it matches stemmed words, so "news.example", "xample" or a URL fragment would no
+  longer be found, and the two databases would disagree. Queries under three characters have no
+  trigram: they look at conversation titles only (``filtered``), never at every message.
+  The FTS5 table is an *external-content* index of ``SearchDoc``: SQLite keeps it in step with
+  two triggers created by the migration (insert, delete). They are the SQLite way of declaring
+  an index on another table — the writer writes ``SearchDoc`` rows and nothing else, as it would
+  on PostgreSQL, where the GIN index follows the table by itself.
+- ``ConversationFacet``: (conversation, kind, value) — each cited host (``domain``), each host
+  *and its parent domains* of two labels or more (``site``: what the cited-domain filter matches,
+  "example.fr" finds "meteo.example.fr"), each provider and model of its turns. A filter is one
+  indexed ``IN (SELECT conversation_id ...)``, never a subquery per conversation.
+- ``FacetCount``: per owner, kind and value, how many conversations have it — the filter
+  choices, read without aggregating the store. Incremented when a facet row is new, decremented
+  when a conversation is deleted, moved when an owner changes.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connections
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
+from django.utils.safestring import SafeString, mark_safe
+
+from conversations.models import (
+    Attribution,
+    Conversation,
+    ConversationFacet,
+    Event,
+    FacetCount,
+    SearchDoc,
+    Turn,
+)
+
+DOMAIN, SITE, PROVIDER, MODEL = "domain", "site", "provider", "model"
+COUNTED = (DOMAIN, PROVIDER, MODEL)  # the kinds the filter choices list
+_VALUE_LENGTH = ConversationFacet._meta.get_field("value").max_length
+FTS_TABLE = "conversations_searchdoc_fts"
+
+# -- what a write indexes ------------------------------------------------------------------------
+
+
+def sites(domain: str) -> list[str]:
+    """The host and each parent domain of at least two labels: what a cited-domain filter for
+    any of them matches. An IP address is only itself."""
+    if not domain:
+        return []
+    if ":" in domain or domain.replace(".", "").isdigit():
+        return [domain]
+    labels = domain.split(".")
+    return [".".join(labels[i:]) for i in range(max(len(labels) - 1, 1))]
+
+
+def source_text(title: str, url: str) -> str:
+    """The searchable text of a cited source."""
+    return f"{title}\n{url}"
+
+
+class Pending:
+    """What one write of the store adds to the indexes of one conversation (``store._Rows``
+    collects it while building rows; ``write`` stores it with them)."""
+
+    def __init__(self) -> None:
+        self.docs: list[tuple[str, str]] = []  # (source, body)
+        # The conversation is created by this write: it has no facet yet, none to look up.
+        self.fresh = False
+        self.facets: dict[tuple[str, str], None] = {}  # ordered set of (kind, value)
+        self._sources: set[tuple[str, str]] = set()
+
+    def title(self, title: str) -> None:
+        if title:
+            self.docs.append((SearchDoc.Source.TITLE, title))
+
+    def message(self, text: str) -> None:
+        if text:
+            self.docs.append((SearchDoc.Source.MESSAGE, text))
+
+    def source(self, title: str, url: str, domain: str) -> None:
+        if (title or url) and (title, url) not in self._sources:
+            self._sources.add((title, url))
+            self.docs.append((SearchDoc.Source.SOURCE, source_text(title, url)))
+        if domain:
+            self.facets[(DOMAIN, domain)] = None
+            for site in sites(domain):
+                self.facets[(SITE, site)] = None
+
+    def provenance(self, provider: str, model: str) -> None:
+        if provider:
+            self.facets[(PROVIDER, provider[:_VALUE_LENGTH])] = None
+        if model:
+            self.facets[(MODEL, model[:_VALUE_LENGTH])] = None
+
+    def __bool__(self) -> bool:
+        return bool(self.docs or self.facets)
+
+
+class _Sql:
+    """The statements, per connection alias."""
+
+    _cache: dict[str, _Sql] = {}
+
+    def __init__(self, connection: Any) -> None:
+        q = connection.ops.quote_name
+        docs, facets, counts = (q(m._meta.db_table) for m in (SearchDoc, ConversationFacet,
+                                                              FacetCount))
+        self.doc = f"INSERT INTO {docs} ({q('conversation_id')}, {q('source')}, {q('body')}) " \
+                   "VALUES (%s, %s, %s)"
+        self.facet = (f"INSERT INTO {facets} ({q('conversation_id')}, {q('kind')}, {q('value')})"
+                      " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING")
+        self.count_up = (
+            f"INSERT INTO {counts} ({q('owner_key')}, {q('kind')}, {q('value')}, "
+            f"{q('conversations')}) VALUES (%s, %s, %s, %s) ON CONFLICT ({q('owner_key')}, "
+            f"{q('kind')}, {q('value')}) DO UPDATE SET {q('conversations')} = "
+            f"{counts}.{q('conversations')} + excluded.{q('conversations')}"
+        )
+        self.count_down = (
+            f"UPDATE {counts} SET {q('conversations')} = {q('conversations')} - %s "
+            f"WHERE {q('owner_key')} = %s AND {q('kind')} = %s AND {q('value')} = %s"
+        )
+        self.count_prune = (f"DELETE FROM {counts} WHERE {q('owner_key')} = %s "
+                            f"AND {q('conversations')} <= 0")
+        self.existing = (f"SELECT {q('kind')}, {q('value')} FROM {facets} "
+                         f"WHERE {q('conversation_id')} = %s")
+        self.owner = (f"SELECT {q('owner_id')} FROM {q(Conversation._meta.db_table)} "
+                      f"WHERE {q('id')} = %s")
+
+    @classmethod
+    def of(cls, connection: Any) -> _Sql:
+        sql = cls._cache.get(connection.alias)
+        if sql is None:
+            sql = cls._cache[connection.alias] = cls(connection)
+        return sql
+
+
+def owner_key(owner_id: int | None) -> int:
+    """``FacetCount.owner_key``: the owner's id, 0 for a conversation without one."""
+    return owner_id or 0
+
+
+def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
+          owner_id: Any = ...) -> None:
+    """Store ``pending`` for ``conversation_id`` (as the database takes the id), inside the
+    store's transaction. ``owner_id``: the conversation's owner when the caller knows it."""
+    if not pending:
+        return
+    sql = _Sql.of(connection)
+    if pending.docs:
+        cursor.executemany(sql.doc, [(conversation_id, source, body)
+                                     for source, body in pending.docs])
+    new: list[tuple[str, str]] = []
+    if pending.fresh:
+        cursor.executemany(sql.facet, [(conversation_id, kind, value)
+                                       for kind, value in pending.facets])
+        new = [(kind, value) for kind, value in pending.facets if kind in COUNTED]
+    elif pending.facets:
+        cursor.execute(sql.existing, [conversation_id])
+        known = set(cursor.fetchall())
+        for kind, value in pending.facets:
+            if (kind, value) in known:
+                continue
+            # One at a time: only a row this statement inserted counts (a concurrent writer's
+            # insert of the same facet makes it a no-op here).
+            cursor.execute(sql.facet, [conversation_id, kind, value])
+            if cursor.rowcount == 1 and kind in COUNTED:
+                new.append((kind, value))
+    if new:
+        if owner_id is ...:
+            cursor.execute(sql.owner, [conversation_id])
+            row = cursor.fetchone()
+            owner_id = row[0] if row else None
+        cursor.executemany(sql.count_up, [(owner_key(owner_id), kind, value, 1)
+                                          for kind, value in new])
+
+
+def forget(conversation_id: Any, owner_id: int | None) -> None:
+    """Before a conversation is deleted: take its facets out of the counts (its docs and
+    facet rows go with it)."""
+    move_counts(conversation_id, owner_id, None, remove=True)
+
+
+def move_counts(conversation_id: Any, old_owner: int | None, new_owner: int | None, *,
+                remove: bool = False) -> None:
+    """The conversation's counted facets move from ``old_owner``'s counts to ``new_owner``'s
+    (or, ``remove``, leave the counts)."""
+    connection = connections[ConversationFacet.objects.db]
+    sql = _Sql.of(connection)
+    facets = list(ConversationFacet.objects.filter(conversation_id=conversation_id,
+                                                   kind__in=COUNTED)
+                  .values_list("kind", "value"))
+    if not facets:
+        return
+    with connection.cursor() as cursor:
+        old = owner_key(old_owner)
+        cursor.executemany(sql.count_down, [(1, old, kind, value) for kind, value in facets])
+        cursor.execute(sql.count_prune, [old])
+        if not remove:
+            cursor.executemany(sql.count_up, [(owner_key(new_owner), kind, value, 1)
+                                              for kind, value in facets])
+    if remove:
+        SearchDoc.objects.filter(conversation_id=conversation_id).delete()
+        ConversationFacet.objects.filter(conversation_id=conversation_id).delete()
+
+
+def retitle(conversation_id: Any, title: str) -> None:
+    """The conversation's title doc follows a rename."""
+    SearchDoc.objects.filter(conversation_id=conversation_id,
+                             source=SearchDoc.Source.TITLE).delete()
+    if title:
+        SearchDoc.objects.create(conversation_id=conversation_id, source=SearchDoc.Source.TITLE,
+                                 body=title)
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _like(query: str) -> str:
+    return "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
+
+
+def matching(query: str, using: str = "default") -> RawSQL:
+    """SQL for the ids of the conversations with a doc containing ``query`` (case-insensitive),
+    for ``pk__in``."""
+    connection = connections[using]
+    q = connection.ops.quote_name
+    docs = q(SearchDoc._meta.db_table)
+    if connection.vendor == "sqlite" and len(query) >= 3:
+        phrase = '"' + query.replace('"', '""') + '"'
+        return RawSQL(
+            f"SELECT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
+            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [phrase])
+    op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+    return RawSQL(f"SELECT {q('conversation_id')} FROM {docs} WHERE {q('body')} {op} %s "
+                  f"ESCAPE '\\'{_apart(connection)}", [_like(query)])
+
+
+MIN_QUERY = 3  # characters: a trigram
+
+
+def with_facet(kind: str, value: str, using: str = "default") -> RawSQL:
+    """SQL for the ids of the conversations having the facet, for ``pk__in``."""
+    connection = connections[using]
+    q = connection.ops.quote_name
+    return RawSQL(f"SELECT {q('conversation_id')} FROM {q(ConversationFacet._meta.db_table)} "
+                  f"WHERE {q('kind')} = %s AND {q('value')} = %s{_apart(connection)}",
+                  [kind, value])
+
+
+def _apart(connection: Any) -> str:
+    """Keep PostgreSQL from folding the match set into a semi-join that probes it once per
+    conversation of the list's order (what it picks when the matches look common but sit
+    far down the order: seconds at 10k). ``OFFSET 0`` makes it a hashed subplan, computed once
+    from its own index. SQLite computes an IN list once already."""
+    return " OFFSET 0" if connection.vendor == "postgresql" else ""
+
+
+def filtered(qs: QuerySet[Conversation], *, query: str = "", provider: str = "",
+             model: str = "", domain: str = "") -> QuerySet[Conversation]:
+    """``qs`` narrowed by the list's filters, each through its index. ``domain`` is a host name,
+    lower-cased, without "www." (it matches that host and its subdomains)."""
+    if len(query) >= MIN_QUERY:
+        qs = qs.filter(pk__in=matching(query, qs.db))
+    elif query:
+        # Shorter than a trigram: no index can answer it, and it matches nearly every text;
+        # it looks at titles only (one row per conversation), not at every message.
+        qs = qs.filter(title__icontains=query)
+    if provider:
+        qs = qs.filter(pk__in=with_facet(PROVIDER, provider, qs.db))
+    if model:
+        qs = qs.filter(pk__in=with_facet(MODEL, model, qs.db))
+    if domain:
+        qs = qs.filter(pk__in=with_facet(SITE, domain, qs.db))
+    return qs
+
+
+def choices(user: Any, domains: int = 50) -> dict[str, list[str]]:
+    """The filter choices for what ``user`` sees: providers, models, and the most cited-in
+    domains (by how many conversations cite them), read from the maintained counts."""
+    counts = FacetCount.objects.filter(conversations__gt=0)
+    if not getattr(user, "is_authenticated", False):
+        return {"providers": [], "models": [], "domains": []}
+    if not user.is_staff:
+        counts = counts.filter(owner_key=user.pk)
+    out: dict[str, list[str]] = {}
+    for kind, name in ((PROVIDER, "providers"), (MODEL, "models")):
+        out[name] = sorted(set(counts.filter(kind=kind).values_list("value", flat=True)))
+    if user.is_staff:
+        from django.db.models import Sum
+
+        top = (counts.filter(kind=DOMAIN).values("value").annotate(n=Sum("conversations"))
+               .order_by("-n", "value").values_list("value", flat=True))
+    else:
+        top = (counts.filter(kind=DOMAIN).order_by("-conversations", "value")
+               .values_list("value", flat=True))
+    out["domains"] = list(top[:domains])
+    return out
+
+
+SNIPPET_CONTEXT = 70  # characters either side of the match
+
+
+def snippet(body: str, query: str) -> SafeString | None:
+    """``body`` around the first case-insensitive occurrence of ``query``, escaped, with the
+    match in ``<mark>``; None if it does not occur."""
+    found = re.search(re.escape(query), body, re.IGNORECASE)
+    if found is None:
+        return None
+    start, end = found.span()
+    left = max(0, start - SNIPPET_CONTEXT)
+    right = min(len(body), end + SNIPPET_CONTEXT)
+    if left > 0:  # start on a word
+        space = body.find(" ", left, start)
+        left = space + 1 if space != -1 else left
+    if right < len(body):
+        space = body.rfind(" ", end, right)
+        right = space if space != -1 else right
+
+    def clean(text: str) -> str:
+        return html.escape(" ".join(text.split()), quote=True)
+
+    before, match, after = body[left:start], body[start:end], body[end:right]
+    lead = "…" if left > 0 else ""
+    tail = "…" if right < len(body) else ""
+    # Whitespace collapsed per piece; keep a space where a piece ended on one.
+    sep_before = " " if before[-1:].isspace() else ""
+    sep_after = " " if after[:1].isspace() else ""
+    return mark_safe(f"{lead}{clean(before)}{sep_before}<mark>{clean(match)}</mark>"
+                     f"{sep_after}{clean(after)}{tail}")
+
+
+def snippets(conversation_ids: Iterable[Any], query: str,
+             using: str = "default") -> dict[Any, SafeString]:
+    """A snippet of the first message or source matching ``query`` in each conversation (the
+    title is shown anyway): one query for the page, reading only its conversations' docs."""
+    ids = list(conversation_ids)
+    if not ids:
+        return {}
+    connection = connections[using]
+    q = connection.ops.quote_name
+    op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+    field = SearchDoc._meta.get_field("conversation")
+    keys = [field.get_db_prep_value(pk, connection) for pk in ids]
+    marks = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"SELECT {q('conversation_id')}, {q('body')} FROM (SELECT {q('conversation_id')}, "
+        f"{q('body')}, ROW_NUMBER() OVER (PARTITION BY {q('conversation_id')} ORDER BY "
+        f"{q('id')}) AS n FROM {q(SearchDoc._meta.db_table)} WHERE {q('conversation_id')} "
+        f"IN ({marks}) AND {q('source')} <> %s AND {q('body')} {op} %s ESCAPE '\\') first "
+        "WHERE n = 1"
+    )
+    by_key = {str(key): pk for key, pk in zip(keys, ids, strict=True)}
+    out: dict[Any, SafeString] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*keys, SearchDoc.Source.TITLE, _like(query)])
+        for key, body in cursor.fetchall():
+            marked = snippet(body, query)
+            pk = by_key.get(str(key))
+            if marked is not None and pk is not None:
+                out[pk] = marked
+    return out
+
+
+# -- rebuilding from the log ---------------------------------------------------------------------
+
+
+def rebuild(using: str = "default") -> None:
+    """Recompute every index table from the event log (the migration's backfill; also what a
+    test compares the incrementally kept tables with)."""
+    connection = connections[using]
+    q = connection.ops.quote_name
+    t = {m: q(m._meta.db_table) for m in (SearchDoc, ConversationFacet, FacetCount, Conversation,
+                                          Event, Attribution, Turn)}
+    with connection.cursor() as cursor:
+        for model in (SearchDoc, ConversationFacet, FacetCount):
+            cursor.execute(f"DELETE FROM {t[model]}")
+        insert_doc = (f"INSERT INTO {t[SearchDoc]} ({q('conversation_id')}, {q('source')}, "
+                      f"{q('body')}) ")
+        cursor.execute(insert_doc + f"SELECT {q('id')}, %s, {q('title')} FROM "
+                       f"{t[Conversation]} WHERE {q('title')} <> ''", [SearchDoc.Source.TITLE])
+        cursor.execute(insert_doc + f"SELECT {q('conversation_id')}, %s, {q('text')} FROM "
+                       f"{t[Event]} WHERE {q('kind')} = 'message' AND {q('text')} <> '' "
+                       f"ORDER BY {q('conversation_id')}, {q('seq')}",
+                       [SearchDoc.Source.MESSAGE])
+        cursor.execute(insert_doc + f"SELECT DISTINCT e.{q('conversation_id')}, %s, "
+                       f"a.{q('title')} || %s || a.{q('url')} FROM {t[Attribution]} a "
+                       f"JOIN {t[Event]} e ON e.{q('id')} = a.{q('event_id')} "
+                       f"WHERE a.{q('title')} <> '' OR a.{q('url')} <> ''",
+                       [SearchDoc.Source.SOURCE, "\n"])
+        insert_facet = (f"INSERT INTO {t[ConversationFacet]} ({q('conversation_id')}, "
+                        f"{q('kind')}, {q('value')}) ")
+        for kind in (PROVIDER, MODEL):
+            cursor.execute(insert_facet + f"SELECT DISTINCT {q('conversation_id')}, %s, "
+                           f"SUBSTR({q(kind)}, 1, {_VALUE_LENGTH}) FROM {t[Turn]} "
+                           f"WHERE {q(kind)} <> ''", [kind])
+        cursor.execute(f"SELECT DISTINCT e.{q('conversation_id')}, a.{q('domain')} FROM "
+                       f"{t[Attribution]} a JOIN {t[Event]} e ON e.{q('id')} = a.{q('event_id')}"
+                       f" WHERE a.{q('domain')} <> ''")
+        rows: list[tuple[Any, str, str]] = []
+        for conversation_id, domain in cursor.fetchall():
+            rows.append((conversation_id, DOMAIN, domain))
+            rows += [(conversation_id, SITE, site) for site in sites(domain)]
+        with connection.cursor() as writer:
+            writer.executemany(_Sql.of(connection).facet, rows)
+        cursor.execute(
+            f"INSERT INTO {t[FacetCount]} ({q('owner_key')}, {q('kind')}, {q('value')}, "
+            f"{q('conversations')}) SELECT COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, "
+            f"f.{q('value')}, COUNT(*) FROM {t[ConversationFacet]} f JOIN {t[Conversation]} c "
+            f"ON c.{q('id')} = f.{q('conversation_id')} WHERE f.{q('kind')} IN (%s, %s, %s) "
+            f"GROUP BY COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, f.{q('value')}",
+            list(COUNTED))
+
+
+def install_sql(vendor: str) -> list[str]:
+    """The database-specific part of the search index (run by the migration)."""
+    docs = SearchDoc._meta.db_table
+    if vendor == "postgresql":
+        return [
+            "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+            f'CREATE INDEX IF NOT EXISTS searchdoc_body_trgm ON "{docs}" '
+            "USING gin (body gin_trgm_ops)",
+        ]
+    if vendor == "sqlite":
+        return [
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, content='{docs}', "
+            "content_rowid='id', tokenize='trigram')",
+            f"CREATE TRIGGER IF NOT EXISTS {docs}_fts_insert AFTER INSERT ON {docs} BEGIN "
+            f"INSERT INTO {FTS_TABLE}(rowid, body) VALUES (new.id, new.body); END",
+            f"CREATE TRIGGER IF NOT EXISTS {docs}_fts_delete AFTER DELETE ON {docs} BEGIN "
+            f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, body) "
+            "VALUES ('delete', old.id, old.body); END",
+        ]
+    return []
+
+
+def uninstall_sql(vendor: str) -> list[str]:
+    docs = SearchDoc._meta.db_table
+    if vendor == "postgresql":
+        return ["DROP INDEX IF EXISTS searchdoc_body_trgm"]
+    if vendor == "sqlite":
+        return [f"DROP TRIGGER IF EXISTS {docs}_fts_insert",
+                f"DROP TRIGGER IF EXISTS {docs}_fts_delete", f"DROP TABLE IF EXISTS {FTS_TABLE}"]
+    return []

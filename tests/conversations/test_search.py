@@ -1,0 +1,183 @@
+"""The list's search and facet indexes (conversations.search): what every write leaves equals a
+rebuild from the log; filters and search answer through them; snippets are marked and escaped."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations import search, store
+from conversations.forking import fork
+from conversations.models import Conversation, ConversationFacet, FacetCount, SearchDoc
+from conversations.projections import export_document, import_document
+from conversations.reading import conversation_rows, filter_choices, list_page
+from tests.api.conftest import build_conversation
+
+pytestmark = pytest.mark.django_db
+
+QUERIES = ["sunny", "SUNNY", "news.example", "Météo", "rain", "Paris", "Pa", "xyzzy-none",
+           "closed", "renamed", "tomorrow"]
+FILTERS = [{"domain": "example.fr"}, {"domain": "meteo.example.fr"}, {"domain": "example.com"},
+           {"domain": "ample.com"}, {"provider": "anthropic"}, {"provider": "openai"},
+           {"model": "claude-sonnet-4-20250514"}, {"model": "claude"}]
+
+
+@pytest.fixture
+def alice():
+    return User.objects.create_user("alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def bob():
+    return User.objects.create_user("bob", password="pw-bob-123")
+
+
+@pytest.fixture
+def staff():
+    return User.objects.create_user("staff", password="pw-staff-123", is_staff=True)
+
+
+def snapshot(users):
+    """Everything the list answers from the indexes: the tables, each query and filter's
+    conversations, the choices."""
+    docs = sorted(SearchDoc.objects.values_list("conversation_id", "source", "body"))
+    facets = sorted(ConversationFacet.objects.values_list("conversation_id", "kind", "value"))
+    counts = sorted(FacetCount.objects.filter(conversations__gt=0)
+                    .values_list("owner_key", "kind", "value", "conversations"))
+    answers = {}
+    for user in users:
+        for q in QUERIES:
+            answers[(user.pk, "q", q)] = set(conversation_rows(user, query=q)
+                                             .values_list("pk", flat=True))
+        for f in FILTERS:
+            answers[(user.pk, *f.items())] = set(conversation_rows(user, **f)
+                                                 .values_list("pk", flat=True))
+        answers[(user.pk, "choices")] = filter_choices(user)
+    return {"docs": sorted(set(docs)), "facets": facets, "counts": counts, "answers": answers}
+
+
+def assert_matches_rebuild(users):
+    kept = snapshot(users)
+    search.rebuild()
+    rebuilt = snapshot(users)
+    assert kept == rebuilt
+
+
+def test_every_write_keeps_the_indexes_equal_to_a_rebuild(alice, bob, staff):
+    users = [alice, bob, staff]
+    a = build_conversation(owner=alice)  # record_turns, append_events, set via add_turn
+    assert_matches_rebuild(users)
+    forked = fork(a, 1, owner=bob, title="forked")  # copy_turns
+    assert_matches_rebuild(users)
+    doc = orjson.loads(export_document(a))
+    imported = import_document(doc, owner=bob)  # ids taken: fresh ones
+    assert imported.pk != a.pk
+    assert_matches_rebuild(users)
+    store.rename_conversation(forked, "renamed fork")
+    assert_matches_rebuild(users)
+    store.set_owner(imported, alice)
+    assert_matches_rebuild(users)
+    store.delete_conversation(a)
+    assert_matches_rebuild(users)
+    # A turn whose served model is recorded after its events (the live path).
+    c = store.create_conversation(title="live", owner=bob)
+    turn = store.open_turns(c, [store.NewTurn("agent", [])])[0][0]
+    store.set_provenance(turn, "openai", "gpt-5")
+    assert_matches_rebuild(users)
+    assert filter_choices(bob)["providers"] == ["anthropic", "openai"]
+    assert filter_choices(alice)["providers"] == ["anthropic"]  # the import, given to her
+
+
+def test_search_and_filters_answer(alice, bob):
+    a = build_conversation(owner=alice)
+    build_conversation(owner=bob, title="theirs")
+
+    def ids(**kw):
+        return set(conversation_rows(alice, **kw).values_list("pk", flat=True))
+
+    assert ids(query="SUNNY") == {a.pk}  # case-insensitive substring, message text
+    assert ids(query="unn") == {a.pk}  # inside a word
+    assert ids(query="news.example.com/to") == {a.pk}  # a cited URL
+    assert ids(query="Météo") == {a.pk}  # a cited title
+    assert ids(query="Weather in") == {a.pk}  # the title
+    assert ids(query="100%") == set() and ids(query="_") == set()  # wildcards are literal
+    assert ids(query="Pa") == {a.pk}  # under three characters: titles only
+    assert ids(query="y") == set()  # ("sunny" is in a message, not the title)
+    assert ids(domain="example.fr") == ids(domain="meteo.example.fr") == {a.pk}
+    assert ids(domain="ample.fr") == set() and ids(domain="fr") == set()
+    assert ids(provider="anthropic", model="claude-sonnet-4-20250514") == {a.pk}
+    assert conversation_rows(AnonymousUser()).count() == 0
+
+
+def test_filters_are_one_query_without_a_subquery_per_conversation(alice):
+    build_conversation(owner=alice)
+    qs = conversation_rows(alice, query="sunny", domain="example.fr", provider="anthropic")
+    with CaptureQueriesContext(connection) as captured:
+        page = list_page(qs)
+    assert len(page.rows) == 1
+    keyset = captured.captured_queries[0]["sql"]
+    # Each filter is an uncorrelated IN (SELECT conversation_id ...) over its index table.
+    assert keyset.count("conversation_id") >= 3
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    # No subquery refers back to the outer row (what OuterRef makes: "= (<table>.id)").
+    assert f"= ({table}." not in keyset and "EXISTS" not in keyset.upper()
+    if connection.vendor == "sqlite":
+        assert search.FTS_TABLE in keyset and "MATCH" in keyset
+
+
+def test_snippet_marks_and_escapes():
+    marked = search.snippet("a <script>alert(1)</script> then the Needle & more", "needle")
+    assert marked == "a &lt;script&gt;alert(1)&lt;/script&gt; then the <mark>Needle</mark> " \
+                     "&amp; more"
+    long = "word " * 100 + "target" + " tail" * 100
+    cut = search.snippet(long, "TARGET")
+    assert cut.startswith("…") and cut.endswith("…") and "<mark>target</mark>" in cut
+    assert len(cut) < 200
+    assert search.snippet("nothing here", "absent") is None
+
+
+def test_sites():
+    assert search.sites("a.b.example.co.uk") == ["a.b.example.co.uk", "b.example.co.uk",
+                                                 "example.co.uk", "co.uk"]
+    assert search.sites("localhost") == ["localhost"]
+    assert search.sites("10.0.0.1") == ["10.0.0.1"]
+
+
+def test_deleting_takes_the_conversation_out_of_the_counts(alice):
+    a = build_conversation(owner=alice)
+    assert filter_choices(alice)["domains"]
+    store.delete_conversation(a)
+    assert filter_choices(alice) == {"providers": [], "models": [], "domains": []}
+    assert not Conversation.objects.exists()
+    assert not SearchDoc.objects.exists() and not ConversationFacet.objects.exists()
+
+
+def test_admin_edits_of_title_and_owner_go_through_the_store(alice, bob, staff, rf):
+    from types import SimpleNamespace
+
+    from django.contrib import admin
+
+    a = build_conversation(owner=alice)
+    model_admin = admin.site._registry[Conversation]
+    a.title, a.owner = "Renamed by staff", bob
+    request = rf.post("/")
+    request.user = staff
+    model_admin.save_model(request, a, SimpleNamespace(changed_data=["title", "owner"]), True)
+    a.refresh_from_db()
+    assert (a.title, a.owner) == ("Renamed by staff", bob)
+    assert set(conversation_rows(bob, query="by staff").values_list("pk", flat=True)) == {a.pk}
+    assert filter_choices(alice)["providers"] == [] and filter_choices(bob)["providers"]
+    assert_matches_rebuild([alice, bob, staff])
+
+
+def test_snippets_of_a_page_are_one_query(alice):
+    made = [build_conversation(owner=alice, title=f"c{i}") for i in range(3)]
+    other = store.create_conversation(title="sunny title only", owner=alice)
+    with CaptureQueriesContext(connection) as captured:
+        found = search.snippets([c.pk for c in [*made, other]], "SUNNY")
+    assert len(captured.captured_queries) == 1
+    assert set(found) == {c.pk for c in made}  # a match in the title alone has no snippet
+    assert all("<mark>sunny</mark>" in html for html in found.values())
