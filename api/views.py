@@ -11,7 +11,6 @@ from typing import Any
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes

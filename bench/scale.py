@@ -278,7 +278,12 @@ def report(size: int, backend: str, built: dict[str, Any], figures: dict[str, An
         print(f"{name:34} {row['ms']:8.1f} {row['cpu_ms']:8.1f} {row.get('db_ms', 0):8.1f} "
               f"{row['x_floor']:8.1f}{'  over target' if miss else ''}")
     print(f"server RSS (peak): {figures['rss_mb']:.0f} MB")
-    print(f"5,000-turn conversation: {figures['long']}")
+    if isinstance(figures["long"], dict):
+        from bench import long as long_bench
+
+        print(long_bench.report(figures["long"]))
+    else:
+        print(f"5,000-turn conversation: {figures['long']}")
 
 
 def main() -> None:

@@ -12,8 +12,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.handlers.asgi import ASGIRequest
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -49,8 +48,19 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         key: request.GET.get(key, "").strip()[:200]
         for key in ("q", "provider", "model", "domain")
     }
-from django.core.handlers.asgi import ASGIRequest
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+    try:
+        rows = reading.conversation_rows(
+            request.user, query=filters["q"], provider=filters["provider"],
+            model=filters["model"], domain=filters["domain"],
+        )
+    except reading.InvalidFilter as exc:
+        return HttpResponse(f"Bad search: {exc}.", status=400, content_type="text/plain")
+    page = reading.list_page(rows, after=request.GET.get("after", ""),
+                             before=request.GET.get("before", ""),
+                             last=request.GET.get("page") == "last", size=PAGE_SIZE,
+                             query=filters["q"])
+    chips = reading.provenance_chips([c.pk for c in page.rows])
+    for conversation in page.rows:
         conversation.chips = chips.get(conversation.pk, [])
     query = request.GET.copy()
     for key in ("page", "after", "before"):
