@@ -570,8 +570,9 @@ class TurnForkView(ApiView):
 
     @extend_schema(
         operation_id="conversations_turns_fork",
-        parameters=[CONVERSATION_ID, OpenApiParameter("index", int, OpenApiParameter.PATH,
-                                                      description="The last turn to keep.")],
+        parameters=[CONVERSATION_ID, OpenApiParameter(
+            "index", {"type": "integer", "minimum": 0}, OpenApiParameter.PATH,
+            description="The last turn to keep (the route matches digits only).")],
         request=s.TurnForkRequestSerializer,
         responses={201: s.ConversationSummarySerializer,
                    **errors(400, 413, 415, *OBJECT_ERRORS)},

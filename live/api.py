@@ -23,7 +23,9 @@ from conversations.models import Conversation
 from live import calls
 
 CONVERSATION_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
-TURN_INDEX = OpenApiParameter("index", int, OpenApiParameter.PATH,
+# The route only matches digits: a negative index is no URL of the API (an HTML 404 from the
+# resolver), so the schema says so.
+TURN_INDEX = OpenApiParameter("index", {"type": "integer", "minimum": 0}, OpenApiParameter.PATH,
                               description="The agent turn's index (0-based).")
 
 

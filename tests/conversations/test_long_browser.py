@@ -79,7 +79,7 @@ def test_window_earlier_turns_and_deep_links(live_server, long_conversation, bro
     assert 1201 in shown and len(shown) == 50
     box = page.evaluate(f"document.getElementById('turn-{linked[1201]}')"
                         ".getBoundingClientRect().top")
-    assert 0 <= box < 900, "the linked turn is scrolled into view"
+    assert -1 < box < 900, "the linked turn is scrolled into view"  # (sub-pixel layout)
     assert page.locator("[data-window-later] a", has_text="Later turns").count() == 1
 
     # A citation's source anchor in another window works the same way.
