@@ -4,9 +4,6 @@ images under the page's CSP (nothing blocked, nothing fetched from outside the a
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from conversations.ingest import ResponseFile, ingest
@@ -14,7 +11,6 @@ from tests.support import REPO, shared_path
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
 FILES = {
     "connector": ("openai",
@@ -28,19 +24,6 @@ FILES = {
     "refusal": ("anthropic", "llm-anthropic__test_refusal_raises.sse.txt"),
     "bash": ("anthropic", "pydantic-ai__test_anthropic_code_execution_tool_stream.sse.txt"),
 }
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

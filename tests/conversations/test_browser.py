@@ -4,9 +4,7 @@ leaves 127.0.0.1, and activating a citation marker focuses its source."""
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +13,6 @@ from tests.support import REPO, SECURITY_FIXTURES, shared_path
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
 
 
@@ -80,19 +77,6 @@ def hostile_document() -> dict:
                              "model": {"provider": "anthropic", "model": "claude-x"}},
                    "events": events}],
     }
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

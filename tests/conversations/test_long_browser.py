@@ -12,7 +12,7 @@ import pytest
 from bench.long import build_long_conversation
 from conversations import store
 from conversations.models import Turn
-from tests.conversations.test_browser import ARTIFACTS, browser  # noqa: F401 (fixture)
+from tests.conversations.test_browser import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
@@ -29,14 +29,14 @@ def long_conversation(client, django_user_model):
     return conversation, linked, client.cookies["sessionid"].value
 
 
-def _context(browser, live_server, session, **options):  # noqa: F811
+def _context(browser, live_server, session, **options):
     context = browser.new_context(viewport={"width": 1100, "height": 900}, **options)
     host = live_server.url.split("//", 1)[1].split(":")[0]
     context.add_cookies([{"name": "sessionid", "value": session, "domain": host, "path": "/"}])
     return context
 
 
-def test_window_earlier_turns_and_deep_links(live_server, long_conversation, browser):  # noqa: F811
+def test_window_earlier_turns_and_deep_links(live_server, long_conversation, browser):
     conversation, linked, session = long_conversation
     base = f"{live_server.url}/c/{conversation.pk}/"
     context = _context(browser, live_server, session)
@@ -90,7 +90,7 @@ def test_window_earlier_turns_and_deep_links(live_server, long_conversation, bro
     context.close()
 
 
-def test_earlier_turns_without_script(live_server, long_conversation, browser):  # noqa: F811
+def test_earlier_turns_without_script(live_server, long_conversation, browser):
     conversation, _, session = long_conversation
     context = _context(browser, live_server, session, java_script_enabled=False)
     page = context.new_page()

@@ -6,9 +6,7 @@ blocked by the CSP and nothing fetched from outside. Screenshots (light, dark, 3
 
 from __future__ import annotations
 
-import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,6 @@ from tests.support import REPO
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
 
 TEXT = """Rainfall trends over the basin, in brief.
@@ -86,19 +83,6 @@ def _document() -> dict:
                          "text": TEXT, "attributions": attributions}]},
         ],
     }  # fmt: skip
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

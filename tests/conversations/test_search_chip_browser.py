@@ -4,9 +4,6 @@ attributes, by hash) and nothing else, so no CSP violation blocks them."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -15,7 +12,6 @@ from tests.support import REPO, recorded
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
 RECORDING = "pydantic-ai__test_google_model_web_search_tool.yaml"
 # Google's chip markup uses a <style> block and, in places, style attributes of its own.
@@ -27,19 +23,6 @@ CHIP = (
     '<a class="chip" style="background-color: rgb(10, 120, 30)"'
     ' href="https://www.google.com/search?q=tides">tides</a></div>'
 )
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

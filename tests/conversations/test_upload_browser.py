@@ -5,8 +5,6 @@ what was imported. The file picker is reachable from the keyboard."""
 from __future__ import annotations
 
 import base64
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,21 +12,7 @@ from tests.support import REPO, shared_path
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.skip(f"{CHROMIUM} is absent (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 @pytest.fixture
