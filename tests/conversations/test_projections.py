@@ -8,8 +8,8 @@ import orjson
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
+from conversations import store
 from conversations.ingest import ingest
 from conversations.models import Conversation, Event, ProviderPayload
 from conversations.projections import export_json, import_document
@@ -23,22 +23,10 @@ FIXTURES = all_fixture_files() or [pytest.param("", "", 0, marks=pytest.mark.ski
 
 
 def _purge(conversation: Conversation) -> None:
-    """Remove a conversation bypassing the append-only guard, to re-import into an empty store
-    (what importing into another Turnscope instance looks like)."""
-    with connection.cursor() as cursor:
-        for sql in (
-            "DELETE FROM conversations_renderedhtml WHERE event_id IN "
-            "(SELECT id FROM conversations_event WHERE conversation_id = %s)",
-            "DELETE FROM conversations_attribution WHERE event_id IN "
-            "(SELECT id FROM conversations_event WHERE conversation_id = %s)",
-            "DELETE FROM conversations_event WHERE conversation_id = %s",
-            "DELETE FROM conversations_turnexport WHERE turn_id IN "
-            "(SELECT id FROM conversations_turn WHERE conversation_id = %s)",
-            "DELETE FROM conversations_turn WHERE conversation_id = %s",
-            "DELETE FROM conversations_conversation WHERE id = %s",
-        ):
-            cursor.execute(sql, [conversation.pk.hex if connection.vendor == "sqlite"
-                                 else conversation.pk])
+    """Remove a conversation whole, to re-import into an empty store (what importing into
+    another Turnscope instance looks like): through the store, which knows every table a
+    conversation has rows in."""
+    store.delete_conversation(conversation)
 
 
 @pytest.mark.parametrize(("provider", "name", "index"), FIXTURES)
