@@ -6,12 +6,10 @@ too. Recordings: the bundled samples, and both shared sets (read in place)."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from conversations import uploads
@@ -22,6 +20,7 @@ from providers import WireContext
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from tests.sdk_params import anthropic_errors, google_errors, openai_errors
 from tests.support import FIXTURE_SETS, SHARED, cassette_responses
+from tests.upstream.helpers import send
 from upstream.recorded import RecordedUpstream, reply
 from upstream.served import served_content
 
@@ -90,19 +89,6 @@ def _store(provider: str, paths: list[Path]) -> tuple[list[Conversation], list[b
     return [summary.conversation], responses
 
 
-def _send(app: RecordedUpstream, request: UpstreamRequest) -> httpx.Response:
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://upstream") as client:
-            url = request.path + (f"?{request.query}" if request.query else "")
-            response = await client.request(request.method, url, content=request.content(),
-                                            headers=list(request.headers))
-            await response.aread()
-            return response
-
-    return asyncio.run(go())
-
-
 def _sdk_errors(request: UpstreamRequest) -> list[str]:
     if request.provider == "anthropic":
         return anthropic_errors(request.body)
@@ -141,7 +127,7 @@ def _check(provider: str, name: str, conversation: Conversation, responses: list
     assert _sdk_errors(request) == []
     app = RecordedUpstream([reply(provider, responses[0])], verify_replay=True)
     app.served.extend(served)
-    response = _send(app, request)
+    response = send(app, request)
     assert response.status_code == 200, response.text
     served_by = conversation.turns.filter(role="agent").values_list("provider", flat=True)
     if provider == "openai" and any(s.api == "chat" for s in served) and (
@@ -152,7 +138,7 @@ def _check(provider: str, name: str, conversation: Conversation, responses: list
             provider, "gpt-4o", "Go on, please.", web_search=True, api="chat"))
         assert _sdk_errors(chat) == []
         app.add(reply(provider, responses[0]))
-        assert _send(app, chat).status_code == 200
+        assert send(app, chat).status_code == 200
     # The same conversation, asked of every other provider: the portable projection.
     for other in PROVIDERS:
         if other != provider:

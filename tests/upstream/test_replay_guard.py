@@ -5,7 +5,6 @@ accepted. The bundled samples are served, ingested from what was served, and con
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from conversations.replay import request_for_continuation, request_for_next_turn
 from providers import WireContext
 from providers.requests import TurnRequest, UpstreamRequest, build_request
 from tests.support import provider_fixture
+from tests.upstream.helpers import send
 from upstream.recorded import RecordedUpstream, reply
 from upstream.served import served_content
 
@@ -27,20 +27,6 @@ pytestmark = pytest.mark.django_db
 
 SAMPLES = Path(__file__).resolve().parents[2] / "live" / "samples"
 ANTHROPIC_TOOLS = {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}
-
-
-def send(app: RecordedUpstream, request: UpstreamRequest) -> httpx.Response:
-    """``request`` sent to the recorded upstream (in process, over its ASGI interface)."""
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://upstream") as client:
-            url = request.path + (f"?{request.query}" if request.query else "")
-            response = await client.request(request.method, url, content=request.content(),
-                                            headers=list(request.headers))
-            await response.aread()
-            return response
-
-    return asyncio.run(go())
 
 
 def first_turn(app: RecordedUpstream, turn: TurnRequest, context: WireContext):
