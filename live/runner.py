@@ -205,6 +205,15 @@ async def _next(iterator: AsyncIterator[parts.Part]) -> tuple[bool, parts.Part |
         return False, None
 
 
+def _raise_if_cancelled() -> None:
+    """A cancel that landed while a database call ran in asgiref's ``sync_to_async`` can be
+    swallowed there (it waits for the thread and returns its result); the request is still
+    counted on the task (``Task.cancelling``), so the turn stops here instead of running on."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def _last_seq(conversation: Conversation) -> int:
     return Conversation.objects.values_list("next_seq", flat=True).get(pk=conversation.pk) - 1
 
@@ -301,6 +310,8 @@ class TurnRunner:
                         if paced:
                             await self._wait(sources.pace(part))
                         await self._handle(part, records)
+                    _raise_if_cancelled()
+            _raise_if_cancelled()
             await self._finish(stream.outcome.status, stream.outcome.end_reason)
         except asyncio.CancelledError:
             await asyncio.shield(self._abort())
