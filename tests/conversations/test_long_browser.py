@@ -100,6 +100,9 @@ def test_earlier_turns_without_script(live_server, long_conversation, browser):
     indexes = page.locator("section.turn").evaluate_all("els => els.map(e => +e.dataset.index)")
     assert indexes == list(range(4901, 4951))
     page.get_by_role("link", name="Later turns").click()
+    # The click starts a navigation; wait for the page it loads, not the one it leaves.
+    page.wait_for_url(re.compile(r"\?from=4951$"))
+    page.wait_for_selector('section.turn[data-index="4951"]')
     indexes = page.locator("section.turn").evaluate_all("els => els.map(e => +e.dataset.index)")
     assert indexes == list(range(4951, 5001))
     context.close()
