@@ -288,29 +288,33 @@ class RecordedUpstream:
         await send({"type": "http.response.start", "status": chosen.status, "headers": headers})
         wire = bytearray()
         pace = self.pace if chosen.pace is None else chosen.pace
+        # Everything it will send, worked out first (a gzip stream's pieces are deterministic):
+        # the whole body is kept in ``sent`` before its last byte is written, so a client (in
+        # another thread) that has the whole body always finds it there.
+        datas = [compress.compress(chunk) + compress.flush(zlib.Z_SYNC_FLUSH)
+                 if compress is not None else chunk for chunk in chosen.chunks]
+        tail = compress.flush() if compress is not None else b""
+        whole = b"".join(datas) + tail
         kept = False
         try:
-            for n, chunk in enumerate(chosen.chunks):
+            for n, data in enumerate(datas):
                 if chosen.cut_after is not None and n >= chosen.cut_after:
                     raise ConnectionAbortedError("the recorded upstream cuts this response here")
                 if request.disconnected:
                     return
                 if n and pace:
                     await asyncio.sleep(pace)
-                data = chunk
-                if compress is not None:
-                    # a sync flush per event: the compressed stream arrives event by event too
-                    data = compress.compress(chunk) + compress.flush(zlib.Z_SYNC_FLUSH)
                 step = self.split or len(data) or 1
                 for start in range(0, len(data), step):
                     piece = data[start:start + step]
                     wire += piece
+                    if not kept and chosen.cut_after is None and len(wire) == len(whole):
+                        self.sent.append(whole)
+                        kept = True
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
-            tail = compress.flush() if compress is not None else b""
-            wire += tail
-            # kept before the last write: a client that has the whole body finds it here
-            self.sent.append(bytes(wire))
-            kept = True
+            if not kept:
+                self.sent.append(whole)
+                kept = True
             await send({"type": "http.response.body", "body": tail, "more_body": False})
         finally:
             if not kept:
