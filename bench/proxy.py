@@ -14,7 +14,8 @@ the proxy (recording included: every proxied stream becomes a stored, published 
 forwarding from the cost of recording.
 
 Reported: added time to first byte p50/p99 (proxy minus direct), added total time p50, streams/s
-both ways, the daphne process's CPU per streamed KB, and whether any byte differed.
+both ways, the daphne process's CPU per streamed KB, whether any byte differed, and how many
+proxied streams became complete recorded turns (all of them, or the recording fell behind).
 Targets: added TTFB p50 <= 5 ms, p99 <= 20 ms at 20 concurrent streams.
 """
 
@@ -34,6 +35,14 @@ REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BODY = json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 1024, "stream": True,
                    "messages": [{"role": "user", "content": "How do tides work?"}]}).encode()
+
+COUNT = """
+import django, json
+django.setup()
+from conversations.models import Turn
+turns = Turn.objects.filter(role="agent")
+print(json.dumps({"complete": turns.filter(status="complete").count(), "all": turns.count()}))
+"""
 
 SETUP = """
 import django, json
@@ -167,6 +176,19 @@ async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: st
     }
 
 
+def recorded(env: dict[str, str], expected: int) -> dict[str, int]:
+    """The agent turns the proxied streams became (every one of them, complete, or the
+    recording fell behind or failed): waited for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run([sys.executable, "-c", COUNT], cwd=REPO, env=env, check=True,
+                              capture_output=True, text=True)
+        counts = json.loads(done.stdout.strip().splitlines()[-1])
+        if counts["complete"] >= expected or time.monotonic() > deadline:
+            return {"expected": expected, **counts}
+        time.sleep(0.5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=20)
@@ -201,6 +223,8 @@ def main() -> None:
                 args, f"http://127.0.0.1:{up_port}/v1/messages",
                 f"http://127.0.0.1:{app_port}/proxy/anthropic/v1/messages"
                 + ("/bench" if args.forward_only else ""), token, daphne.pid))
+            report["recorded_turns"] = recorded(env, 0 if args.forward_only
+                                                else args.streams * (args.rounds + 1))
         finally:
             for proc in (daphne, upstream):
                 proc.terminate()

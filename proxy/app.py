@@ -19,7 +19,8 @@ For each request:
 3. The app gets the provider's status, headers (less hop-by-hop) and body bytes exactly, each
    chunk as it arrives: the raw bytes, never decoded or re-encoded, so a gzip-encoded response
    reaches the app gzip-encoded, byte for byte (the recorder decodes its own copy).
-4. A recorded endpoint's copy goes to a ``Recorder`` (its own task; see ``proxy.recorder``).
+4. A recorded endpoint's copy goes to a ``Recorder`` (its own task; see ``proxy.recorder``),
+   which yields to every request still waiting for its first byte (``proxy.priority``).
    Upstream unreachable: 502, timing out before the response: 504, both in the provider's shape
    and recorded as a failed turn. The app disconnecting closes the upstream request; the turn
    ends interrupted with what streamed.
@@ -39,7 +40,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from live import runner as live_runner
-from proxy import endpoints, threads
+from proxy import endpoints, priority, threads
 from proxy.recorder import Recorder
 from upstream import client as upstream
 from upstream import errors
@@ -185,6 +186,12 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
                        b'/proxy/openai and /proxy/google only."}}')
         return
     provider, path, path_token = found
+    with priority.waiting() as first:  # forwarding comes before any recording
+        await _proxy(scope, receive, send, provider, path, path_token, first)
+
+
+async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, path: str,
+                 path_token: str, first: priority.FirstByte) -> None:
     headers = list(scope.get("headers") or [])
     limit = int(getattr(settings, "TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
     declared = _header(headers, b"content-length")
@@ -228,7 +235,7 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         live_runner.spawn(recorder.run(), name=f"proxy-{provider}")
     try:
         await _forward(provider, method, target, forwarded_headers(headers), body, receive,
-                       send, recorder)
+                       send, recorder, first)
     finally:
         if recorder is not None and not recorder.started:  # a bug before any response
             recorder.failed(502, "proxy_error", "Turnscope's proxy failed before the provider "
@@ -236,7 +243,8 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 async def _forward(provider: str, method: str, target: str, headers: list[tuple[bytes, bytes]],
-                   body: bytes, receive: Any, send: Any, recorder: Recorder | None) -> None:
+                   body: bytes, receive: Any, send: Any, recorder: Recorder | None,
+                   first: priority.FirstByte) -> None:
     try:
         response = await upstream.send(method, target, headers=headers, content=body)
     except httpx.TimeoutException:
@@ -273,6 +281,7 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
                     "headers": response_headers(raw_headers)})
         async for chunk in response.aiter_raw():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            first.sent()
             if recorder is not None:
                 recorder.feed(chunk)
         if recorder is not None:

@@ -4,8 +4,9 @@ The forwarder hands the recorder what it forwards and never waits for it: ``resp
 and headers), ``feed`` (each chunk, as it went to the client), ``end``. Those calls only queue;
 everything else — reading the request, deciding the conversation, decompressing, parsing while
 the bytes arrive, the one stream runner, storing, publishing — happens in the recorder's own
-task. A failure there (bad wire data, the database busy, a bug) is logged and the turn is marked;
-the client's stream goes on regardless.
+task, which yields before each piece of work to the requests still waiting for their first
+byte (``proxy.priority``): forwarding goes first. A failure there (bad wire data, the database
+busy, a bug) is logged and the turn is marked; the client's stream goes on regardless.
 
 What is kept: the request body (redacted) and the response's wire bytes (decoded from gzip,
 redacted) as a ``live.Recording`` of the agent turn, so a proxied turn replays wire-exact; the
@@ -31,7 +32,7 @@ from conversations.models import Conversation, Turn
 from live import runner as live_runner
 from live.models import Recording
 from live.sources import WireResponse
-from proxy import messages, threads
+from proxy import messages, priority, threads
 from proxy.endpoints import Endpoint
 from streams import parts
 from upstream import errors
@@ -79,6 +80,7 @@ class Recorder:
         self._buffered = 0
         self._overflow = False
         self._ended = False
+        self._yield = priority.Yielder()  # the forwarding's first bytes go first
 
     # -- the forwarder's side: never waits, never raises ----------------------------------------
 
@@ -141,6 +143,7 @@ class Recorder:
         # Nothing of the recording's work competes with the request and its first byte: the
         # client's time to first byte is the provider's.
         await self._first.wait()
+        await self._yield()
         try:
             request = orjson.loads(self.body) if self.body else None
         except orjson.JSONDecodeError:
@@ -149,6 +152,7 @@ class Recorder:
         exchange = await _off_loop(messages.read, self.provider, self.endpoint.name, request,
                                    self.api_version, self.url)
         fallback = " · ".join(x for x in (self.provider, exchange.model) if x)
+        await self._yield()
         placement = await _db(threads.place)(self.user, exchange, self.conversation,
                                              fallback_title=fallback)
         self.request = request if isinstance(request, dict) else None
@@ -165,6 +169,7 @@ class Recorder:
         await self._drain()
         if self._overflow:
             raise RecordingFailed(f"the response was larger than {MAX_BUFFERED} bytes")
+        await self._yield()
         response = await _off_loop(self._wire_response)  # a scan of the whole response
         await _db(_keep)(turn, placement.conversation, self.provider, response,
                          placement.resume is not None)
@@ -199,6 +204,7 @@ class Recorder:
             chunk = await self._chunks.get()
             if chunk is None:
                 break
+            await self._yield()
             data = pending + (decoder.decompress(chunk) if decoder else chunk)
             cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
             pending, data = data[cut:], data[:cut]
