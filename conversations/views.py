@@ -62,6 +62,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     chips = reading.provenance_chips([c.pk for c in page.rows])
     for conversation in page.rows:
         conversation.chips = chips.get(conversation.pk, [])
+    reading.label_rows(page.rows, request.user)
     query = request.GET.copy()
     for key in ("page", "after", "before"):
         query.pop(key, None)
