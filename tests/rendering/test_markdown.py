@@ -212,12 +212,6 @@ def test_the_cap_counts_the_text_as_parsed() -> None:
     assert render_markdown(over).startswith('<p class="render-note">')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, kept byte for byte by the issue 10 refactoring: linkify-it reads the "
-    "boundary sentinel after a bare URL as URL text, so the punctuation before it joins the "
-    "link. The fix changes rendered output (bump RENDERER_VERSION with it).",
-)
 @pytest.mark.parametrize("text", ["see http://a.example/x.", "*http://a.example/x*"])
 def test_a_range_ending_after_a_bare_url_leaves_the_link_as_it_was(text: str) -> None:
     cited = render_markdown(text, [Cite(1, 0, len(text))], anchor_prefix="s-")

@@ -30,6 +30,7 @@ from .code import highlight_plugin
 from .depth import inline_depth_plugin
 from .math import math_plugin
 from .plugin import cite_plugin
+from .sentinels import SENTINEL, is_sentinel
 
 PLUGINS: tuple[Callable[[MarkdownIt], None], ...] = (
     inline_depth_plugin,
@@ -57,6 +58,39 @@ class _QuickLinkify:
 
     def pretest(self, text: str) -> bool:
         return bool(_MAY_LINK.search(text)) and self._inner.pretest(text)
+
+    def match(self, text: str) -> Any:
+        """Links in ``text`` found as if its sentinels were not there: a range boundary right
+        after a URL's trailing punctuation ("x.S") must not pull that punctuation into the
+        link. A link's offsets and text are the original's (sentinels inside it ride along,
+        for span placement); its URL is read without them."""
+        if not SENTINEL.search(text):
+            return self._inner.match(text)
+        positions = [i for i, ch in enumerate(text) if not is_sentinel(ch)]
+        links = self._inner.match("".join(text[i] for i in positions))
+        for link in links or ():
+            start = positions[link.index]
+            end = positions[link.last_index - 1] + 1
+            link.index, link.last_index = start, end
+            found, link.raw = link.raw, text[start:end]
+            if link.text == found:  # (linkify-it's own normalizations of the text are kept)
+                link.text = link.raw
+        return links
+
+    def match_at_start(self, text: str) -> Any:
+        """The same for the inline rule, which reads a URL from where its scheme starts and
+        consumes ``len(url)`` characters: the URL it gets is the original's, up to where the
+        link ends without its sentinels (those inside it ride along)."""
+        if not SENTINEL.search(text):
+            return self._inner.match_at_start(text)
+        positions = [i for i, ch in enumerate(text) if not is_sentinel(ch)]
+        link = self._inner.match_at_start("".join(text[i] for i in positions))
+        if link is None or link.url != link.raw:  # normalized: as it was before
+            return self._inner.match_at_start(text)
+        end = positions[link.last_index - 1] + 1
+        link.last_index = end
+        link.raw = link.url = link.text = text[:end]
+        return link
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
