@@ -9,7 +9,9 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
   burst (so a viewer waits for the window only for what came inside one). The tail goes to
   the cache (``conversations.streaming``) first, then one ``delta`` message is published with
   the next per-turn ``delta_seq`` and ``rx``, when the oldest text in it reached the runner
-  (what ``bench.live`` measures a viewer's wait from);
+  (what ``bench.live`` measures a viewer's wait from). A delta's text is what
+  ``redaction.LiveText`` lets out: a credential split across deltas (the proxy's bytes are
+  redacted a line at a time) is held back until it can be redacted whole, never shown in pieces;
 * events the builder completes are committed: a block that closes the tail at once (tail cleared
   first, then the store) so a fragment rendered at any moment shows a block either in the tail
   or as an event, never both; other events (activity transitions, blocks that streamed no text)
@@ -257,6 +259,9 @@ class TurnRunner:
         self.window_end = float("-inf")  # text queued before this waits for the window
         self._opens_window = False  # the pending text came outside a window: a burst begins
         self.pending_rx: float | None = None  # when the oldest pending text arrived (ms)
+        self._shown = redaction.LiveText()  # the tail's text as viewers may see it
+        self._held_rx: float | None = None  # when the text ``_shown`` holds back arrived
+        self._block_ends = False  # the flush under way is the tail block's last
         self._due = 0.0
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
@@ -421,10 +426,15 @@ class TurnRunner:
             await self._flush()
 
     async def _flush_text(self) -> None:
-        """Flush now if text is waiting (it belongs to the block about to change); committed
-        events alone can wait for the window and ride along with the next delta."""
-        if self.pending or self.pending_cites:
-            await self._flush()
+        """Flush now if text is waiting (it belongs to the block about to change, so what the
+        tail held back goes out too); committed events alone can wait for the window and ride
+        along with the next delta."""
+        if self.pending or self.pending_cites or self._shown.holding:
+            self._block_ends = True
+            try:
+                await self._flush()
+            finally:
+                self._block_ends = False
 
     def _queue(self, text: str, cite: dict[str, str] | None) -> None:
         if text:
@@ -445,6 +455,7 @@ class TurnRunner:
     async def _open_tail(self, key: str, kind: str) -> None:
         self.tail_key, self.tail_kind = key, kind
         self.tail_text, self.tail_cites, self.block_seq = [], [], None
+        self._shown = redaction.LiveText()
 
     async def _write_tail(self) -> None:
         """The tail where every process reads it: the cache, or while the cache fails, the
@@ -484,17 +495,29 @@ class TurnRunner:
             self._model_unannounced = False
             if then is None:  # the model, ahead of the text it produced
                 out.append(_turn_message(self.turn, self.last_seq))
-        if self.pending or self.pending_cites:
-            out.append(await self._delta())
+        if self.pending or self.pending_cites or self._shown.holding:
+            delta = await self._delta()
+            if delta is not None:
+                out.append(delta)
         if then is not None:
             out.append(then)
         await publish.publish_all(self.conversation.pk, out, self.layer)
 
-    async def _delta(self) -> dict[str, Any]:
+    async def _delta(self) -> dict[str, Any] | None:
+        """The text gathered since the last delta, as it may be shown (``LiveText``: a
+        credential split across deltas never goes out in pieces), or None when all of it is
+        held back for now."""
         assert self.turn is not None
-        text, cites = "".join(self.pending), self.pending_cites
+        cites = self.pending_cites
+        text = self._shown.take("".join(self.pending), final=self._block_ends)
         self.pending, self.pending_cites = [], []
-        rx, self.pending_rx = self.pending_rx, None
+        # Text held back keeps the time it reached the runner: the next delta is that old.
+        known = [x for x in (self.pending_rx, self._held_rx) if x is not None]
+        rx = min(known) if known else None
+        self.pending_rx = None
+        self._held_rx = rx if self._shown.holding else None
+        if not text and not cites:
+            return None
         if self._opens_window:  # a burst's first text: what follows waits for the window
             self._opens_window = False
             self.window_end = self._now() + self.coalesce
