@@ -119,7 +119,7 @@ def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
                                    payload=payload if redacted else None)
             for a in event.attributions.all() if isinstance(body, MessageBody) else []:
                 yield parts.Citation(key, a.url, a.title, a.excerpt, a.range_start, a.range_end,
-                                     replay=_payload(a.replay))
+                                     replay=_payload(a.replay), integrity=a.integrity)
             if not redacted:
                 for piece in split_text(event.text):
                     yield parts.TextDelta(key, piece)

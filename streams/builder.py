@@ -288,6 +288,8 @@ class EventBuilder:
                 if span is None:
                     span = _NO_SPAN
                     log.debug("dropped an attribution range that does not match the text")
+            if citation.integrity:
+                integrity = citation.integrity
             url, title, excerpt = citation.url, citation.title, citation.excerpt
             if not url and not title:
                 integrity = NO_SOURCE

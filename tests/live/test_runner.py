@@ -149,6 +149,29 @@ def test_replay_without_recording_rebuilds_from_events(owner):
         "end_reason": None}
 
 
+def test_replay_from_events_keeps_each_citation_integrity_mark(owner):
+    """A turn without a recording is rebuilt from its stored events: a citation whose range
+    ingest repaired (or dropped) stays marked so; placed again on the repaired range it would
+    read as exact."""
+    from conversations.models import Attribution
+    from streams.builder import AttributionRecord, EventRecord
+    from tests.support import add_user_turn
+
+    source = store.create_conversation(title="marks", owner=owner)
+    add_user_turn(source, "Why?")
+    marks = ["exact", "repaired", "dropped", "no_source", ""]
+    add_turn(source, Turn.Role.AGENT, EventRecord("message", text="Tides rise. Moons pull.",
+             attributions=[
+                 AttributionRecord(f"https://{n}.example/" if mark != "no_source" else "", "", "",
+                                   *((None, None) if mark in ("dropped", "") else (0, 11)),
+                                   integrity=mark)
+                 for n, mark in enumerate(marks)]), provider="anthropic", model="claude-test-1")
+    target = runner.create_replay_target(source, owner)
+    async_to_sync(runner.replay)(source, target, speed=0)
+    assert list(Attribution.objects.filter(event__conversation=target).order_by("ordinal")
+                .values_list("integrity", flat=True)) == marks
+
+
 def test_replay_of_sample_uses_its_recording(owner):
     [(_sample, source, created)] = bundled.load(owner, only=["anthropic-failed-search"])
     assert created
