@@ -137,7 +137,7 @@ class LedgerCitedSerializer(serializers.Serializer):
     url = serializers.CharField(allow_blank=True)
     surfaced_by = serializers.ListField(child=serializers.IntegerField(min_value=1),
                                         help_text="Positions of the searches that returned it.")
-    opened = serializers.BooleanField(help_text="false: cited without being opened.")
+    opened = serializers.BooleanField(help_text="false: no fetch or page-open names its URL.")
     citations = serializers.IntegerField(min_value=0)
     repaired = serializers.IntegerField(min_value=0)
     dropped = serializers.IntegerField(min_value=0)

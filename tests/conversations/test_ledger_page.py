@@ -40,8 +40,10 @@ def test_the_ledger_lists_searches_pages_opened_and_cited_sources(client, alice)
     assert text.index("tech news today December 5 2025") < text.index("site:theverge.com")
     assert "10 results → cited [5] [6] [7]" in text
     assert "Searched the page for vercel in" in text
-    assert "cited without being opened" in text
-    assert "returned by search 2" in text
+    # Returned by a search and cited from its results: said, not flagged (Anthropic's and
+    # OpenAI's searches return the pages' text or snippets with their results).
+    assert "returned by search 2 · not opened (cited from the search results)" in text
+    assert "cited without being searched or opened" not in text
     assert "could not be placed" not in page  # every range matched
 
 
@@ -67,3 +69,20 @@ def test_the_api_carries_the_ledger_and_integrity(client, alice):
     marks = [a.get("integrity") for e in agent["events"] if e["kind"] == "message"
              for a in e["attributions"]]
     assert marks.count("repaired") == 9 and marks.count("exact") == 7
+
+
+def test_a_source_no_search_returned_and_no_fetch_opened_is_flagged(client, alice):
+    from conversations import store
+    from conversations.models import Turn
+    from streams.builder import AttributionRecord, EventRecord
+    from tests.support import add_turn, add_user_turn
+
+    conversation = store.create_conversation(title="from nowhere", owner=alice)
+    add_user_turn(conversation, "Why?")
+    add_turn(conversation, Turn.Role.AGENT, EventRecord("message", text="Tides rise.",
+             attributions=[AttributionRecord("https://nowhere.example/", "Nowhere", "", 0, 5)]),
+             provider="anthropic", model="claude-test-1")
+    page = client.get(reverse("conversation-detail", args=[conversation.pk])).content.decode()
+    text = _ledger(page)
+    assert "returned by no search" in text
+    assert "cited without being searched or opened" in text

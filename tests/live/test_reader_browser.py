@@ -271,7 +271,7 @@ def test_the_research_ledger_opens_under_the_answer(world, scheme, width):
     assert ledger.get_attribute("open") is not None
     text = " ".join(ledger.inner_text().split())
     assert "Searched, in order" in text and "Page opened" in text and "Cited" in text
-    assert "cited without being opened" in text
+    assert "not opened (cited from the search results)" in text
     ledger.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / f"ledger-{scheme}-{width}.png"), full_page=True)
     ref = ledger.locator(".ledger-ref").first
