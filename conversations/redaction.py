@@ -91,6 +91,11 @@ _RULES = (
           (MARK,)),
     _Rule(rf"(?im)^([ \t-]*(?:{_HEADERS})[ \t]*:[ \t]*)\[REDACTED\][^\r\n]+", _HEADER_HINTS,
           fold=True, keep=True),
+    # … and a bearer token's rest may start with "/" (its alphabet has it; a path after a
+    # redacted path segment, which the rule above leaves, follows no "Bearer").
+    _Rule(r"(?i)\b((?:bearer|token)[ \t]+)\[REDACTED\]"
+          r"(?:[A-Za-z0-9\-_~+/=]|\.(?=[A-Za-z0-9_\-]))+",
+          ("bearer ", "bearer\t", "token ", "token\t"), fold=True, keep=True),
 )
 
 

@@ -17,8 +17,10 @@ from conversations.models import Conversation
 from conversations.projections import export_document
 from tests.api.test_secrets import HEADER_LINE, SECRETS, URL_SECRET, database_text
 
-# Every key shape of tests.api.test_secrets, a key-bearing URL and a header line.
-SPLIT_SECRETS = [*SECRETS, f"https://generativelanguage.example/v1?{URL_SECRET}", HEADER_LINE]
+# Every key shape of tests.api.test_secrets, a key-bearing URL, a header line, and a bearer
+# token whose alphabet's "/" comes right after a split.
+SPLIT_SECRETS = [*SECRETS, f"https://generativelanguage.example/v1?{URL_SECRET}", HEADER_LINE,
+                 "Bearer Q7xK3Bearer/Token0123456789abcdef+xyz/AB"]
 
 # The failure this guards against: a redaction followed by the rest of the key.
 _LEFTOVER = re.compile(r"\[REDACTED\][A-Za-z0-9_\-]")
