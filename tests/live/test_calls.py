@@ -9,7 +9,7 @@ import logging
 
 import orjson
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 import providers
 from conversations import store, streaming
@@ -325,3 +325,15 @@ def test_an_empty_conversation_needs_a_prompt(upstream, owner):
     conversation = store.create_conversation(owner=owner)
     with pytest.raises(calls.CallError, match="prompt"):
         async_to_sync(calls.start_turn)(conversation, calls.Ask("anthropic", "claude-x", ""))
+
+
+def test_a_sync_view_finds_the_server_loop_where_asgiref_leaves_it():
+    """``calls._server_loop`` reads asgiref's private ``SyncToAsync.threadlocal`` (the loop a
+    sync view's thread serves). If asgiref stops recording it there, ``in_thread`` would make
+    every live turn started from a view stream to its end inside the request: this canary fails
+    first. Outside a server (no loop behind the thread) there is none."""
+    async def server() -> bool:
+        return await sync_to_async(calls._server_loop)() is asyncio.get_running_loop()
+
+    assert asyncio.run(server())
+    assert calls._server_loop() is None
