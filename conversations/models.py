@@ -347,8 +347,6 @@ class TurnFragment(models.Model):
     turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=200)
     html = models.TextField()
-    # CSP hashes of the inline styles the fragment needs (Google's search chip).
-    style_hashes = models.TextField(default="[]")
 
     def __str__(self) -> str:
         return f"turn {self.turn_id} @ {self.key}"

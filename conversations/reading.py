@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
@@ -32,11 +31,9 @@ from conversations.projections import turn_dict, turns_with_events
 from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
-    clean_search_entry_point,
-    entry_point_style_sources,
     render_turn,
 )
-from streams.bodies import ActivityBody, ArtifactBody
+from streams.bodies import ActivityBody
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
@@ -59,7 +56,6 @@ class TurnView:
     rendered: RenderedTurn | None = None
     tail: dict[str, Any] | None = None
     html: str = ""  # the turn's page fragment
-    style_hashes: list[str] = field(default_factory=list)
 
     @property
     def segments(self) -> list[Segment]:
@@ -73,29 +69,14 @@ class TurnView:
         return out
 
 
-def _style_hashes(data: dict[str, Any]) -> list[str]:
-    """CSP sources for the sanitized styles (style block and attributes) of provider-required
-    displays (Google's search chip), whose sandboxed srcdoc iframe inherits the page's
-    policy."""
-    hashes = []
-    for event in data["events"]:
-        if event["kind"] != ArtifactBody.kind:
-            continue
-        display = ArtifactBody.from_body(event).display_html
-        if display:
-            hashes.extend(entry_point_style_sources(clean_search_entry_point(display)))
-    return list(dict.fromkeys(hashes))
-
-
 @functools.cache
 def _fragment_version() -> str:
     # An edited turn template never serves a stale fragment.
-    # The partials it includes count too; ":styles2": the stored style hashes cover the chip's
-    # style attributes too (re-render).
+    # The partials it includes count too.
     digest = hashlib.sha256()
     for name in (FRAGMENT_TEMPLATE, *FRAGMENT_PARTIALS):
         digest.update(get_template(name).template.source.encode())
-    return f"{_VERSION}:styles2:{digest.hexdigest()[:16]}"
+    return f"{_VERSION}:{digest.hexdigest()[:16]}"
 
 
 def _fragment_key(turn: Turn) -> str:
@@ -219,15 +200,13 @@ def _views(conversation: Conversation, qs: QuerySet[Turn]) -> list[TurnView]:
         row = fragments.get(turn.pk)
         if row is not None and row.key == _fragment_key(turn):
             # Our own template's output, read back from the cache.
-            views[turn.pk] = TurnView(turn, html=mark_safe(row.html),
-                                      style_hashes=orjson.loads(row.style_hashes))
+            views[turn.pk] = TurnView(turn, html=mark_safe(row.html))
     todo = [t for t in turns if t.pk not in views]
     for view in _render(conversation, todo):
         views[view.turn.pk] = view
         if view.turn.status != Turn.Status.STREAMING:
             TurnFragment.objects.update_or_create(turn=view.turn, defaults={
                 "key": _fragment_key(view.turn), "html": view.html,
-                "style_hashes": orjson.dumps(view.style_hashes).decode(),
             })
     return [views[t.pk] for t in turns]
 
@@ -244,7 +223,7 @@ def _render(conversation: Conversation, turns: list[Turn]) -> list[TurnView]:
         # A streaming turn's numbering and source titles may still change: cache it once done.
         if turn.status != Turn.Status.STREAMING:
             _store_html(rendered, known)
-        view = TurnView(turn, data, rendered, _tail(turn), style_hashes=_style_hashes(data))
+        view = TurnView(turn, data, rendered, _tail(turn))
         view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view})  # a SafeString
         views.append(view)
     return views

@@ -19,6 +19,8 @@ urlpatterns = [
          name="turn-window"),
     path("c/<uuid:conversation_id>/turns/<int:index>/", views.turn_fragment,
          name="turn-fragment"),
+    path("c/<uuid:conversation_id>/events/<uuid:event_id>/search-entry-point/",
+         views.search_entry_point, name="search-entry-point"),
     path("c/<uuid:conversation_id>/turns/<int:index>/compare/", views.turn_compare,
          name="turn-compare"),
 ]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
+from csp.decorators import csp
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,12 +17,15 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from conversations import compare, discard, reading, redaction, store, upload_limits, uploads
-from conversations.models import Conversation
+from conversations.models import Conversation, Event
+from conversations.rendering import ENTRY_POINT_POLICY, search_entry_point_document
 from conversations.responses import streaming_response
+from streams.bodies import ArtifactBody
 
 log = logging.getLogger("turnscope.views")
 
@@ -30,15 +34,6 @@ PAGE_SIZE = 25
 
 def _visible(request: HttpRequest, conversation_id: str) -> Conversation:
     return get_object_or_404(Conversation.objects.visible_to(request.user), pk=conversation_id)
-
-
-def _allow_chip_styles(response: HttpResponse, views: list[reading.TurnView]) -> HttpResponse:
-    """Google's search chip is shown in a sandboxed srcdoc iframe, which inherits this page's
-    CSP; allow exactly its (sanitized) style blocks by hash, nothing else."""
-    hashes = [h for view in views for h in view.style_hashes]
-    if hashes:
-        response._csp_update = {"style-src": hashes}  # read by django-csp's middleware
-    return response
 
 
 @login_required
@@ -112,7 +107,7 @@ def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpRespo
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
     })
-    return _allow_chip_styles(response, window.views)
+    return response
 
 
 @login_required
@@ -126,7 +121,7 @@ def turn_window_fragment(request: HttpRequest, conversation_id: str) -> HttpResp
     response = render(request, "conversations/_window.html", {
         "conversation": conversation, "turns": window.views, "window": window,
     })
-    return _allow_chip_styles(response, window.views)
+    return response
 
 
 @login_required
@@ -153,7 +148,7 @@ def turn_compare(request: HttpRequest, conversation_id: str, index: int) -> Http
         "columns": list(zip(comparison.answers, views, strict=True)),
         "both": len(comparison.answers) == 2,
     })
-    return _allow_chip_styles(response, views)
+    return response
 
 
 def _rerun_of(conversation: Conversation) -> int | None:
@@ -172,7 +167,30 @@ def turn_fragment(request: HttpRequest, conversation_id: str, index: int) -> Htt
     if turn is None:
         raise Http404("no such turn")
     [view] = reading.turn_views(conversation, [turn])
-    return _allow_chip_styles(HttpResponse(view.html), [view])
+    return HttpResponse(view.html)
+
+
+@login_required
+@require_GET
+@xframe_options_sameorigin
+@csp(ENTRY_POINT_POLICY)
+def search_entry_point(request: HttpRequest, conversation_id: str, event_id: str) -> HttpResponse:
+    """Google's search suggestions (``searchEntryPoint.renderedContent``, sanitized) as their own
+    document, for the page's ``<iframe sandbox src>``: with a policy of their own (their styles
+    inline, nothing fetched, no script). A ``srcdoc`` iframe would inherit the page's policy,
+    fixed when the page loaded, and a chip in a turn the live view or "Earlier turns" added
+    later would lose its styles."""
+    conversation = _visible(request, conversation_id)
+    event = get_object_or_404(Event, pk=event_id, conversation=conversation,
+                              kind="provider_artifact")
+    body = event.typed_body
+    display = body.display_html if isinstance(body, ArtifactBody) else None
+    if not display or not display.strip():
+        raise Http404("nothing to display")
+    response = HttpResponse(search_entry_point_document(display))
+    response["Cache-Control"] = "private, max-age=3600"  # an event never changes
+    response["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 # -- bring your own conversations, rename, delete ------------------------------------------------

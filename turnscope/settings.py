@@ -207,8 +207,9 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
-# Strict CSP: nothing from other hosts, no inline script. The Google search chip is shown
-# in a sandboxed srcdoc iframe, which inherits this policy.
+# Strict CSP: nothing from other hosts, no inline script or style. The Google search chip is
+# a sandboxed iframe of its own URL, served with its own policy (conversations.views.
+# search_entry_point).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

@@ -10,15 +10,16 @@ Pure Python, no Django model access; run it in a worker thread from async code.
 * ``markdown``    — markdown-it-py with attributed spans placed by code-point range
   (``cite_plugin``).
 * ``sanitize``    — the markdown sanitizer policy (``clean_html``); ``urls`` — the URL policy.
-* ``entry_point`` — Google's search entry point: its own policy and sandboxed ``srcdoc``.
+* ``entry_point`` — Google's search entry point: its own document, policy and sandbox.
 * ``exports``     — ``render_export``: the Markdown and HTML exports of a whole document.
 * ``text``        — plain-string hygiene for titles, excerpts and queries.
 """
 
 from .entry_point import (
+    ENTRY_POINT_POLICY,
     SEARCH_ENTRY_POINT_SANDBOX,
     clean_search_entry_point,
-    entry_point_style_sources,
+    search_entry_point_document,
     search_entry_point_srcdoc,
 )
 from .exports import DocumentFormat, export_head, export_turn, join_export, render_export
@@ -30,6 +31,7 @@ from .sources import Source, SourceRegistry, normalise_url, number_sources
 from .turn import RENDERER_VERSION, render_event_html, render_turn
 
 __all__ = [
+    "ENTRY_POINT_POLICY",
     "MAX_MARKDOWN_CHARS",
     "RENDERER_VERSION",
     "SEARCH_ENTRY_POINT_SANDBOX",
@@ -42,7 +44,6 @@ __all__ = [
     "cite_plugin",
     "clean_html",
     "clean_search_entry_point",
-    "entry_point_style_sources",
     "export_head",
     "export_turn",
     "join_export",
@@ -52,6 +53,7 @@ __all__ = [
     "render_export",
     "render_markdown",
     "render_turn",
+    "search_entry_point_document",
     "search_entry_point_srcdoc",
     "source_anchor",
     "text_fragment",

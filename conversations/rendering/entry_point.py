@@ -1,16 +1,17 @@
 """The search entry point policy: Google's ``searchEntryPoint.renderedContent``.
 
 Third-party HTML + CSS that Google requires to be shown as provided. It is sanitized (no
-scripts, no handlers, no ``url()`` fetches) *and* isolated: ``search_entry_point_srcdoc`` wraps
-it in a document with its own CSP for an ``<iframe sandbox srcdoc>`` without ``allow-scripts``.
+scripts, no handlers, no ``url()`` fetches) *and* isolated: ``search_entry_point_document`` wraps
+it in a document with its own CSP, for an ``<iframe sandbox>`` without ``allow-scripts``: on the
+page the document has a URL of its own (served with ``ENTRY_POINT_POLICY``; a ``srcdoc`` frame
+would inherit the page's policy), in an HTML export it is the frame's ``srcdoc``
+(``search_entry_point_srcdoc``).
 
 The Cleaner is not thread-safe (the parser keeps state), so each thread gets its own.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
 import threading
 from functools import lru_cache
@@ -374,52 +375,23 @@ def _clean_entry_point_once(fragment: str) -> str:
     return (f"<style>{css}</style>" if css else "") + body
 
 
-class _StyleAttributes(HTMLParser):
-    """The ``style=`` values of sanitized markup, decoded as a browser reads them."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.values: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.values.extend(v for k, v in attrs if k == "style" and v)
-
-    handle_startendtag = handle_starttag
-
-
-def _csp_hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-def entry_point_style_sources(cleaned: str) -> list[str]:
-    """The ``style-src`` sources that allow exactly the styles of ``cleaned`` (what
-    ``clean_search_entry_point`` returned): the hash of its ``<style>`` block, and for its
-    ``style=`` attributes ``'unsafe-hashes'`` with the hash of each value. A srcdoc iframe
-    inherits the page's policy, so the page must allow these and nothing else."""
-    sources = []
-    if cleaned.startswith("<style>"):
-        end = cleaned.index("</style>")
-        sources.append(_csp_hash(cleaned[len("<style>"):end]))
-        cleaned = cleaned[end + len("</style>"):]
-    parser = _StyleAttributes()
-    parser.feed(cleaned)
-    parser.close()
-    attributes = list(dict.fromkeys(_csp_hash(v) for v in parser.values))
-    if attributes:
-        sources += ["'unsafe-hashes'", *attributes]
-    return sources
-
-
-# The iframe's own policy: inline styles only, nothing fetched, no scripts.
+# The iframe's own policy: inline styles only, nothing fetched, no scripts. On the page the
+# document is served with it (``ENTRY_POINT_POLICY``, django-csp's form; framed by this site
+# only); in an HTML export it is a ``srcdoc`` with it as a meta tag.
 ENTRY_POINT_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 )
+ENTRY_POINT_POLICY = {
+    "default-src": ["'none'"], "style-src": ["'unsafe-inline'"], "base-uri": ["'none'"],
+    "form-action": ["'none'"], "frame-ancestors": ["'self'"],
+}
 # For the template: chips must open (Google's requirement) but never run script.
 SEARCH_ENTRY_POINT_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
 
 
 def search_entry_point_document(fragment: str) -> str:
-    """The complete document for ``<iframe sandbox srcdoc>`` (not yet attribute-escaped)."""
+    """The complete document for the ``<iframe sandbox>`` (served as is, or attribute-escaped
+    for ``srcdoc``)."""
     body = clean_search_entry_point(fragment)
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8">'

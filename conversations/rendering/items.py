@@ -142,8 +142,8 @@ class ArtifactItem:
     event_id: str
     artifact_type: str
     summary: str
-    # Attribute-escaped document for <iframe sandbox="{sandbox}" srcdoc="{srcdoc}">; None when
-    # the artifact has nothing to display.
+    # Attribute-escaped document for an export's <iframe sandbox="{sandbox}" srcdoc="{srcdoc}">
+    # (the page frames the same document by URL); None when the artifact has nothing to show.
     srcdoc: SanitizedHTML | None
     sandbox: str = SEARCH_ENTRY_POINT_SANDBOX
     type: str = "artifact"

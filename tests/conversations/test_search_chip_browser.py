@@ -1,14 +1,19 @@
 """Google's search-suggestions chip renders with its own colours in Chromium: its sandboxed
-document may use exactly its sanitized styles (the ``<style>`` block and the ``style=``
-attributes, by hash) and nothing else, so no CSP violation blocks them."""
+document is served with a policy of its own (its sanitized styles inline, nothing fetched, no
+script), so no CSP violation blocks them — in a turn the page loaded with, and in one inserted
+later (the live view, "Earlier turns"), which a ``srcdoc`` frame would have left unstyled."""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
 
 from conversations.ingest import ResponseFile, ingest
-from tests.support import REPO, recorded
+from streams.bodies import ArtifactBody
+from streams.builder import EventRecord
+from tests.support import REPO, add_turn, recorded
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.slow]
 
@@ -56,13 +61,36 @@ def test_the_chip_renders_with_its_own_colours(live_server, chip_conversation, b
             if "Content Security Policy" in m.text else None)
     response = page.goto(f"{live_server.url}/c/{conversation.pk}/")
     assert response.status == 200
-    page.wait_for_selector("iframe[srcdoc]")
+    page.wait_for_selector("iframe.artifact-frame")
     page.wait_for_timeout(300)
     [frame] = [f for f in page.frames if f != page.main_frame]
     styles = frame.evaluate(STYLES_JS)
     ARTIFACTS.mkdir(exist_ok=True)
-    page.locator("iframe[srcdoc]").screenshot(path=str(ARTIFACTS / "search-chip.png"))
-    assert styles == {"container": "rgb(18, 52, 86)", "chip": "rgb(250, 250, 250)",
-                      "headline": "rgb(200, 10, 20)", "weight": "700",
-                      "chipBackground": "rgb(10, 120, 30)"}, styles
+    page.locator("iframe.artifact-frame").screenshot(path=str(ARTIFACTS / "search-chip.png"))
+    assert styles == COLOURS, styles
+
+    # A turn that arrives after the page loaded, with a chip of other colours, inserted as the
+    # page's script inserts one (the live view, "Earlier turns"): a srcdoc frame would inherit
+    # the policy the page loaded with, which allowed only the first chip's styles.
+    record = EventRecord("provider_artifact", body=ArtifactBody(
+        "google.search_entry_point", "Search suggestions",
+        display_html=CHIP.replace("#123456", "#654321")))
+    with ThreadPoolExecutor(1) as pool:  # (Playwright's loop runs in this thread)
+        later = pool.submit(add_turn, conversation, "agent", record, provider="google",
+                            model="gemini-2.5-flash").result()
+    page.evaluate("""async (url) => {
+      const html = await (await fetch(url)).text();
+      const box = document.createElement('div');
+      box.id = 'inserted';
+      box.innerHTML = html;
+      document.body.append(box);
+    }""", f"/c/{conversation.pk}/turns/{later.index}/")
+    page.wait_for_selector("#inserted iframe.artifact-frame")
+    page.wait_for_timeout(300)
+    [_, frame] = [f for f in page.frames if f != page.main_frame]
+    assert frame.evaluate(STYLES_JS) == COLOURS | {"container": "rgb(101, 67, 33)"}
     assert not violations, violations
+
+
+COLOURS = {"container": "rgb(18, 52, 86)", "chip": "rgb(250, 250, 250)",
+           "headline": "rgb(200, 10, 20)", "weight": "700", "chipBackground": "rgb(10, 120, 30)"}

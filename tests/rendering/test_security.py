@@ -327,25 +327,6 @@ def test_corpus(corpus: str) -> None:
     assert not failures, f"{len(failures)} of {len(vectors)} vectors fail: {failures[:5]}"
 
 
-def test_the_chip_styles_are_allowed_exactly_by_hash():
-    import base64
-    import hashlib
-
-    from conversations.rendering import clean_search_entry_point, entry_point_style_sources
-
-    def sha(text: str) -> str:
-        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-    cleaned = clean_search_entry_point(
-        '<style>.c { color: #111111; }</style><div class="c" style="color: rgb(1, 2, 3)">'
-        '<span style="color: rgb(1, 2, 3)">a</span><b style="font-weight: 700">b</b></div>')
-    css = cleaned[len("<style>"):cleaned.index("</style>")]
-    assert entry_point_style_sources(cleaned) == [
-        sha(css), "'unsafe-hashes'", sha("color: rgb(1, 2, 3)"), sha("font-weight: 700")]
-    # No style attribute: no 'unsafe-hashes' at all.
-    assert entry_point_style_sources(clean_search_entry_point("<b>plain</b>")) == []
-
-
 # Math, highlighted code, task lists and aligned tables: the same vectors placed inside each
 # construct (and so through latex2mathml, Pygments and the new sanitizer allowances).
 CONSTRUCTS = ("${}$", "$$\n{}\n$$", "\\({}\\)", "\\[{}\\]", "$\\text{{}}$", "```html\n{}\n```",
