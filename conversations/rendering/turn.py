@@ -210,10 +210,13 @@ def _tool_arguments(value: object) -> str:
     return clean_block_text(text, limit=20_000)
 
 
-def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None) -> RenderedTurn:
+def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None, *,
+                messages_html: bool = True) -> RenderedTurn:
     """Render one turn. Consecutive message events render as one run (see ``merge_run``).
     ``cached_html`` maps a run's key (``run_key``) -> HTML produced earlier by the same
-    ``RENDERER_VERSION`` for this turn; those runs are not rendered again."""
+    ``RENDERER_VERSION`` for this turn; those runs are not rendered again.
+    ``messages_html=False``: the turn's structure only, its message runs without their HTML
+    (what the Markdown export reads: it writes the text itself)."""
     if not isinstance(turn, dict):
         turn = {}
     registry = number_sources(turn)
@@ -231,7 +234,9 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
             position += len(entry)
             key = run_key(ids)
             merged = merge_run(entry)
-            if cached_html is not None and isinstance(cached_html.get(key), str):
+            if not messages_html:
+                rendered = SanitizedHTML("")
+            elif cached_html is not None and isinstance(cached_html.get(key), str):
                 rendered = SanitizedHTML(cached_html[key])
             else:
                 rendered = fresh[key] = render_event_html(merged, registry)
