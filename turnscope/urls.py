@@ -1,27 +1,9 @@
-from functools import cache
-
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
-from django.views.decorators.http import require_safe
 
 from turnscope import auth, security
-
-
-@cache
-def _favicon_bytes() -> bytes:
-    return (settings.BASE_DIR / "static" / "favicon.svg").read_bytes()
-
-
-@require_safe
-def favicon(request: HttpRequest) -> HttpResponse:
-    """/favicon.ico, which browsers ask for whatever the page links: the app's own icon."""
-    response = HttpResponse(_favicon_bytes(), content_type="image/svg+xml")
-    response["Cache-Control"] = "public, max-age=86400"
-    return response
-
+from turnscope.views import favicon
 
 urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
