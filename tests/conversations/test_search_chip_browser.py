@@ -61,8 +61,8 @@ def test_the_chip_renders_with_its_own_colours(live_server, chip_conversation, b
             if "Content Security Policy" in m.text else None)
     response = page.goto(f"{live_server.url}/c/{conversation.pk}/")
     assert response.status == 200
-    page.wait_for_selector("iframe.artifact-frame")
-    page.wait_for_timeout(300)
+    # The frame's own document has loaded (it is fetched from its URL).
+    page.frame_locator("iframe.artifact-frame").locator(".container").wait_for()
     [frame] = [f for f in page.frames if f != page.main_frame]
     styles = frame.evaluate(STYLES_JS)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -85,8 +85,7 @@ def test_the_chip_renders_with_its_own_colours(live_server, chip_conversation, b
       box.innerHTML = html;
       document.body.append(box);
     }""", f"/c/{conversation.pk}/turns/{later.index}/")
-    page.wait_for_selector("#inserted iframe.artifact-frame")
-    page.wait_for_timeout(300)
+    page.frame_locator("#inserted iframe.artifact-frame").locator(".container").wait_for()
     [_, frame] = [f for f in page.frames if f != page.main_frame]
     assert frame.evaluate(STYLES_JS) == COLOURS | {"container": "rgb(101, 67, 33)"}
     assert not violations, violations

@@ -35,7 +35,8 @@ def test_a_recorder_waits_for_a_first_byte_and_the_quiet_after_it():
                 await asyncio.sleep(0.02)
                 order.append(("first byte", loop.time()))
                 first.sent()
-                await asyncio.sleep(0.05)  # the rest of the stream does not hold recording
+                await asyncio.sleep(1.0)  # the rest of the stream does not hold recording
+                order.append(("stream ended", loop.time()))
 
         async def record():
             await asyncio.sleep(0)  # the request is in first
@@ -45,10 +46,9 @@ def test_a_recorder_waits_for_a_first_byte_and_the_quiet_after_it():
         await asyncio.gather(forward(), record())
         return order
 
-    (first, at_first), (recorded, at_recorded) = _run(go())
-    assert (first, recorded) == ("first byte", "recorded")
+    (first, at_first), (recorded, at_recorded), (ended, _) = _run(go())
+    assert (first, recorded, ended) == ("first byte", "recorded", "stream ended")
     assert at_recorded - at_first >= priority.QUIET * 0.9
-    assert at_recorded - at_first < priority.MAX_YIELD
 
 
 def test_a_request_that_never_answers_holds_a_recorder_back_at_most_max_yield():
@@ -65,8 +65,8 @@ def test_a_request_that_never_answers_holds_a_recorder_back_at_most_max_yield():
         return waited, again
 
     waited, again = _run(go())
-    assert priority.MAX_YIELD * 0.9 <= waited < priority.MAX_YIELD * 3
-    assert again < priority.QUIET / 2
+    assert priority.MAX_YIELD * 0.9 <= waited < 1.0  # (generous: a loaded machine is slow)
+    assert again < priority.QUIET / 2  # no wait at all: it returns without sleeping
 
 
 @pytest.mark.parametrize("how", ["sent", "left"])
