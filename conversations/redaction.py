@@ -557,7 +557,8 @@ class RedactingFilter(logging.Filter):
 
 # -- text shown while it streams ---------------------------------------------------------------
 
-_HEADER_LINE = re.compile(rf'(?i)^[ \t-]*(?:{_HEADERS})[ \t]*:|"(?:{_HEADERS})"\s*:')
+# (multi-line: searched from the start of the current line, which ``^`` must match)
+_HEADER_LINE = re.compile(rf'(?im)^[ \t-]*(?:{_HEADERS})[ \t]*:|"(?:{_HEADERS})"\s*:')
 LIVE_CONTEXT = 8192  # characters of the current line kept as context (a secret is shorter)
 
 

@@ -50,3 +50,9 @@ def test_a_header_line_waits_for_its_end():
     live = redaction.LiveText()
     assert live.take("ok\nAuthorization: xyz-") == "ok\n"
     assert live.take("opaque-value\nnext") == "Authorization: [REDACTED]\nnext"
+
+
+def test_a_header_line_after_other_lines_waits_for_its_end_whatever_its_value():
+    live = redaction.LiveText()
+    assert live.take("intro\nCookie: session=abc; other=") == "intro\n"
+    assert live.take("xyz123 tail\nnext") == "Cookie: [REDACTED]\nnext"
