@@ -284,7 +284,8 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
         todo = list(Turn.objects.filter(pk__in=todo_ids).order_by("index")) if todo_ids else []
         made: dict[Any, str] = {}
         for turn, events in turns_with_events(conversation, read_as, todo, upto=last_seq):
-            data = turn_dict(turn, events, read_as)
+            # The derived ledger is part of the JSON document only.
+            data = turn_dict(turn, events, read_as, ledger=fmt == "json")
             if fmt == "json":
                 dumped = orjson.dumps(data, option=orjson.OPT_INDENT_2)
                 made[turn.pk] = ("    " + dumped.decode().replace("\n", "\n    "))

@@ -141,10 +141,6 @@ class Ledger:
         return not (self.searches or self.opened or self.cited or self.integrity.problems)
 
     @property
-    def cited_unopened(self) -> tuple[LedgerCited, ...]:
-        return tuple(c for c in self.cited if not c.opened)
-
-    @property
     def opened_uncited(self) -> tuple[LedgerOpen, ...]:
         return tuple(o for o in self.opened if o.cited is None)
 

@@ -40,7 +40,7 @@ from .items import (
     ToolResultItem,
     source_item,
 )
-from .ledger import build_ledger
+from .ledger import Ledger, build_ledger
 from .links import anchor_prefix
 from .markdown import Cite, render_markdown
 from .runs import event_id, merge_run, message_runs, run_key
@@ -211,12 +211,13 @@ def _tool_arguments(value: object) -> str:
 
 
 def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None, *,
-                messages_html: bool = True) -> RenderedTurn:
+                messages_html: bool = True, ledger: bool = True) -> RenderedTurn:
     """Render one turn. Consecutive message events render as one run (see ``merge_run``).
     ``cached_html`` maps a run's key (``run_key``) -> HTML produced earlier by the same
     ``RENDERER_VERSION`` for this turn; those runs are not rendered again.
     ``messages_html=False``: the turn's structure only, its message runs without their HTML
-    (what the Markdown export reads: it writes the text itself)."""
+    (what the Markdown export reads: it writes the text itself). ``ledger=False``: no research
+    ledger (the page shows it; the exports do not)."""
     if not isinstance(turn, dict):
         turn = {}
     registry = number_sources(turn)
@@ -361,5 +362,5 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
         sources=tuple(item_for(s) for s in registry.cited),
         also_consulted=tuple(item_for(s) for s in registry.consulted),
         items=final_items,
-        ledger=build_ledger(turn, registry),
+        ledger=build_ledger(turn, registry) if ledger else Ledger(),
     )

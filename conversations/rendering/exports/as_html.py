@@ -201,7 +201,7 @@ def join_html(head: str, turns: Iterable[str]) -> Iterator[str]:
 
 def html_turn(turn: dict[str, Any], position: int) -> str:
     """One turn's ``<section>``; ``position`` numbers a turn without an index."""
-    rendered = render_turn(turn)
+    rendered = render_turn(turn, ledger=False)
     number = (rendered.index if rendered.index is not None else position) + 1
     heading = f"Turn {number} · {role_label(rendered)}"
     model = ""

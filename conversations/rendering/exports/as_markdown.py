@@ -170,7 +170,8 @@ def join_markdown(head: str, turns: Iterable[str]) -> Iterator[str]:
 def markdown_turn(turn: dict[str, Any], position: int) -> str:
     """One turn of the export (its lines, joined); ``position`` numbers a turn without an
     index."""
-    rendered = render_turn(turn, messages_html=False)  # the text is written here, not HTML
+    # The text is written here, not HTML; the ledger is the page's.
+    rendered = render_turn(turn, messages_html=False, ledger=False)
     registry = number_sources(turn)
     label_prefix = f"t{(rendered.index if rendered.index is not None else position) + 1}"
     heading = f"## Turn {label_prefix[1:]} · {role_label(rendered)}"
