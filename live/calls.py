@@ -39,7 +39,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, redaction, replay, store
+from conversations import forking, redaction, replay
 from conversations.models import Conversation, Event, Turn
 from live import runner as live_runner
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
@@ -244,10 +244,8 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
         except (ReplayError, ValueError) as exc:
             raise CallError(f"The request cannot be built from this conversation: {exc}"
                             ) from None
-        specs = [store.user_turn(redaction.redact_text(ask.prompt))] if ask.prompt else []
-        specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING,
-                                   agent_id=RECORDED_AGENT if recorded else None))
-        opened = store.open_turns(locked, specs)
+        opened = live_runner.open_turns(locked, ask.prompt, None,
+                                        agent_id=RECORDED_AGENT if recorded else None)
     return locked, opened, request
 
 

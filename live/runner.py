@@ -59,7 +59,6 @@ from streams.run import TurnStream
 log = logging.getLogger("turnscope.live")
 
 COALESCE_SECONDS = 0.05
-_BEAT_INFO = {"host": socket.gethostname(), "pid": os.getpid()}  # who runs the turn
 
 
 def _db(fn: Any) -> Any:
@@ -85,22 +84,29 @@ async def _cache(fn: Any, *args: Any) -> bool:
     return True
 
 
-def _open_turns(
+def _beat_info() -> dict[str, Any]:
+    """Who runs the turn (asked each time: a worker may fork after import)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def open_turns(
     conversation: Conversation,
     prompt: str | Sequence[EventRecord],
     recording: tuple[str, list[sources.WireResponse]] | None,
+    agent_id: str | None = None,
 ) -> list[tuple[Turn, list[Event]]]:
     """The user turn holding ``prompt`` (when given: a text, or the user turn's events) and the
-    streaming agent turn after it, with the recording behind the agent turn: one transaction.
-    Each turn comes with its events."""
+    streaming agent turn after it (``agent_id`` its agent), with the recording behind the agent
+    turn and its first heartbeat: one transaction. Each turn comes with its events."""
     if isinstance(prompt, str):
         specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
     else:
         specs = [store.NewTurn(Turn.Role.USER, redaction.redact_records(prompt))] if prompt else []
-    specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING))
+    specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING,
+                               agent_id=agent_id))
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
-        recovery.beat(opened[-1][0].pk, _BEAT_INFO)  # alive from its first moment
+        recovery.beat(opened[-1][0].pk, _beat_info())  # alive from its first moment
         if recording:
             provider, responses = recording
             Recording.objects.create(
@@ -119,7 +125,7 @@ def _resume_turn(
     stored_parts = list(stored)  # read here, in the database thread
     with transaction.atomic():
         store.resume_turn(turn)
-        recovery.beat(turn.pk, _BEAT_INFO)
+        recovery.beat(turn.pk, _beat_info())
         events = store.append_events(turn, redaction.redact_records(before))
     return events, [stored_parts]
 
@@ -141,10 +147,11 @@ def _write(
             store.set_provenance(turn, *model)
         if finish is not None:
             store.finish_turn(turn, **finish)
+            recovery.stop_beating(turn.pk)  # as the failure and the reaper do: in the same commit
     return events
 
 
-_open_turns_db = _db(_open_turns)
+_open_turns_db = _db(open_turns)
 _resume_turn_db = _db(_resume_turn)
 _write_db = _db(_write)
 
@@ -592,7 +599,6 @@ class TurnRunner:
             self._tail_in_db = False
             await _db(streaming.forget_db_tail)(self.turn.pk)
         await _cache(streaming.stop_beating, self.turn.pk)
-        await _db(recovery.stop_beating)(self.turn.pk)
         await self._publish_turn()
 
     async def _abort(self) -> None:
@@ -614,16 +620,14 @@ class TurnRunner:
         # after the events this message's seq covers, in the same frame
         await self._flush(then=_turn_message(self.turn, self.last_seq))
 
-    def _beat_info(self) -> dict[str, Any]:
-        return {"host": socket.gethostname(), "pid": os.getpid()}
-
     async def _beat(self, *, in_database: bool = True) -> None:
         """A sign of life where every process sees it (the database: a reaper in another
         process must not take this turn), and in the cache (the cheap look)."""
         assert self.turn is not None
+        info = _beat_info()
         if in_database:
-            await _db(recovery.beat)(self.turn.pk, self._beat_info())
-        await _cache(streaming.beat, self.turn.pk, self._beat_info())
+            await _db(recovery.beat)(self.turn.pk, info)
+        await _cache(streaming.beat, self.turn.pk, info)
 
     async def _heartbeat(self) -> None:
         assert self.turn is not None
