@@ -217,6 +217,25 @@ def redact_bytes(raw: bytes) -> bytes:
     return _apply(raw, _BYTES_RULES)[0]
 
 
+class WireLines:
+    """Wire bytes as they arrive, redacted a whole line at a time (a credential never spans
+    lines, so this redacts what a redaction of the whole body would): ``feed`` returns the
+    complete lines so far, redacted; ``close`` the rest."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._pending + chunk
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        self._pending, data = data[cut:], data[:cut]
+        return redact_bytes(data) if data else b""
+
+    def close(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return redact_bytes(rest) if rest else b""
+
+
 def looks_secret(text: str) -> bool:
     return redact_text(text) != text
 

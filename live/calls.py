@@ -495,15 +495,12 @@ async def _read_some(response: httpx.Response, limit: int) -> bytes:
 async def _redacted_lines(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body as it arrives, a whole line at a time, redacted (a credential never spans
     lines). A connection that breaks off ends it: the parser sees a cut stream."""
-    pending = b""
+    lines = redaction.WireLines()
     try:
         async for chunk in response.aiter_bytes():
-            data = pending + chunk
-            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-            pending, data = data[cut:], data[:cut]
-            if data:
-                yield redaction.redact_bytes(data)
+            if data := lines.feed(chunk):
+                yield data
     except httpx.HTTPError as exc:
         log.warning("live call: the provider stopped mid-response (%s)", type(exc).__name__)
-    if pending:
-        yield redaction.redact_bytes(pending)
+    if rest := lines.close():
+        yield rest

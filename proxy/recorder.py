@@ -199,24 +199,19 @@ class Recorder:
             decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
         elif self.encoding not in ("", "identity"):
             raise RecordingFailed(f"cannot read a {self.encoding!r}-encoded response")
-        pending = b""
+        lines = redaction.WireLines()
         while True:
             chunk = await self._chunks.get()
             if chunk is None:
                 break
             await self._yield()
-            data = pending + (decoder.decompress(chunk) if decoder else chunk)
-            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-            pending, data = data[cut:], data[:cut]
-            if data:
-                data = redaction.redact_bytes(data)
+            if data := lines.feed(decoder.decompress(chunk) if decoder else chunk):
                 self.raw.append(data)
                 yield data
-        rest = pending + (decoder.flush() if decoder else b"")
-        if rest:
-            rest = redaction.redact_bytes(rest)
-            self.raw.append(rest)
-            yield rest
+        for data in (lines.feed(decoder.flush() if decoder else b""), lines.close()):
+            if data:
+                self.raw.append(data)
+                yield data
 
     async def _parts(self) -> AsyncIterator[parts.Part]:
         """Parts parsed while the bytes arrive (``providers.stream_parser``)."""
