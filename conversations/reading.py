@@ -332,9 +332,10 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
     Costs the rows read, never a count or an offset. With the search ``query``, each row gets
     ``snippet``: the passage that matched, marked (None when only its title did)."""
     qs = qs.order_by("-updated_at", "-id")
-    forward = True
+    forward, paged = True, False  # paged: the page after a (valid) cursor
     if after and (key := decode_cursor(after)):
         stamp, pk = key
+        paged = True
         qs = qs.filter(updated_at__lte=stamp).exclude(updated_at=stamp, id__gte=pk)
     elif before and (key := decode_cursor(before)):
         stamp, pk = key
@@ -344,13 +345,13 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
     elif last:
         qs = qs.order_by("updated_at", "id")
         forward = False
-    keys = list(qs.values_list("pk", "updated_at")[:size + 1])
+    keys = list(qs.values_list("pk", flat=True)[:size + 1])
     more = len(keys) > size
     keys = keys[:size]
     if not forward:
         keys.reverse()
-    by_id = annotated([pk for pk, _ in keys])
-    rows = [by_id[pk] for pk, _ in keys if pk in by_id]
+    by_id = annotated(keys)
+    rows = [by_id[pk] for pk in keys if pk in by_id]
     snippets = search.snippets([row.pk for row in rows], query) if query and rows else {}
     for row in rows:
         row.snippet = snippets.get(row.pk)
@@ -358,7 +359,7 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
         return ListPage([], None, None)
     if forward:
         older = encode_cursor(rows[-1]) if more else None
-        newer = encode_cursor(rows[0]) if (after and decode_cursor(after)) else None
+        newer = encode_cursor(rows[0]) if paged else None
     else:
         newer = encode_cursor(rows[0]) if more else None
         older = encode_cursor(rows[-1]) if not last else None

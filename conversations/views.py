@@ -98,7 +98,7 @@ def _window(request: HttpRequest, conversation: Conversation,
 def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpResponse:
     conversation = _visible(request, conversation_id)
     window = _window(request, conversation)
-    response = render(request, "conversations/detail.html", {
+    return render(request, "conversations/detail.html", {
         "conversation": conversation,
         "turns": window.views,
         "window": window,
@@ -107,7 +107,6 @@ def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpRespo
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
     })
-    return response
 
 
 @login_required
@@ -118,10 +117,9 @@ def turn_window_fragment(request: HttpRequest, conversation_id: str) -> HttpResp
     when "Earlier turns" is activated."""
     conversation = _visible(request, conversation_id)
     window = _window(request, conversation, end=_index_param(request, "to"))
-    response = render(request, "conversations/_window.html", {
+    return render(request, "conversations/_window.html", {
         "conversation": conversation, "turns": window.views, "window": window,
     })
-    return response
 
 
 @login_required
@@ -143,12 +141,11 @@ def turn_compare(request: HttpRequest, conversation_id: str, index: int) -> Http
         raise Http404("no such agent turn")
     comparison = compare.compare(conversation, index, request.user)
     views = [reading.turn_views(a.conversation, [a.turn])[0] for a in comparison.answers]
-    response = render(request, "conversations/compare.html", {
+    return render(request, "conversations/compare.html", {
         "conversation": conversation, "comparison": comparison,
         "columns": list(zip(comparison.answers, views, strict=True)),
         "both": len(comparison.answers) == 2,
     })
-    return response
 
 
 def _rerun_of(conversation: Conversation) -> int | None:

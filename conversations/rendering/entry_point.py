@@ -375,16 +375,16 @@ def _clean_entry_point_once(fragment: str) -> str:
     return (f"<style>{css}</style>" if css else "") + body
 
 
-# The iframe's own policy: inline styles only, nothing fetched, no scripts. On the page the
-# document is served with it (``ENTRY_POINT_POLICY``, django-csp's form; framed by this site
-# only); in an HTML export it is a ``srcdoc`` with it as a meta tag.
-ENTRY_POINT_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-)
+# The iframe's own policy: inline styles only, nothing fetched, no scripts, framed by this site
+# only. On the page the document is served with it (django-csp's form); the document also
+# carries it as a meta tag (all of an export's ``srcdoc`` has), where frame-ancestors does not
+# apply.
 ENTRY_POINT_POLICY = {
     "default-src": ["'none'"], "style-src": ["'unsafe-inline'"], "base-uri": ["'none'"],
     "form-action": ["'none'"], "frame-ancestors": ["'self'"],
 }
+ENTRY_POINT_CSP = "; ".join(f"{name} {' '.join(values)}" for name, values
+                            in ENTRY_POINT_POLICY.items() if name != "frame-ancestors")
 # For the template: chips must open (Google's requirement) but never run script.
 SEARCH_ENTRY_POINT_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
 
