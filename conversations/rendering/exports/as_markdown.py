@@ -25,6 +25,7 @@ from ..items import (
     ToolCallItem,
 )
 from ..markdown import MAX_MARKDOWN_CHARS, prepare_text, remap
+from ..markdown.prepare import escaped
 from ..runs import event_id, merge_run
 from ..sources import attribution_range, citation_order, number_sources, seq_order
 from ..text import clean_text
@@ -55,11 +56,11 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
     each footnote reference where the page puts the citation's marker (``Layout.place``)."""
     prepared, removed = prepare_text(text)
     ends = [remap(end, removed) for end, _ in refs]
-    if len(prepared) > MAX_MARKDOWN_CHARS:
-        # The page shows such a text escaped, unparsed: so does the export.
-        labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
-        return _fence(prepared) + (f"\n\n{labels}" if labels else "")
-    safe, ends, layout = neutralise(prepared, ends)
+    layout = None
+    # Over the cap the page shows the text escaped, unparsed: so does the export (and so when
+    # neutralise cannot lay it out).
+    if len(prepared) <= MAX_MARKDOWN_CHARS:
+        safe, ends, layout = neutralise(prepared, ends)
     if layout is None:
         labels = "".join(dict.fromkeys(f"[^{label}]" for _, label in refs))
         return _fence(prepared) + (f"\n\n{labels}" if labels else "")
@@ -71,7 +72,7 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
     out = safe
     for (at, own_line), labels in sorted(inserts.items(), reverse=True):
         refs_text = "".join(f"[^{label}]" for label in labels)
-        if not own_line and at > 0 and out[at - 1] == "!" and not _escaped(out, at - 1):
+        if not own_line and at > 0 and out[at - 1] == "!" and not escaped(out, at - 1):
             # "![^1]" would read as an image: the "!" is escaped (it shows the same).
             out = out[: at - 1] + "\\!" + refs_text + out[at:]
             continue
@@ -80,13 +81,6 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
             refs_text += " "
         out = out[:at] + (f"\n\n{refs_text}\n" if own_line else refs_text) + out[at:]
     return out.strip("\n")
-
-
-def _escaped(text: str, index: int) -> bool:
-    count = 0
-    while index - count - 1 >= 0 and text[index - count - 1] == "\\":
-        count += 1
-    return count % 2 == 1
 
 
 def _md_activity(item: ActivityItem) -> str:

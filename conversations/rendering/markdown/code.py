@@ -139,17 +139,15 @@ def _code_rule(name: str) -> Any:
         meta = token.meta or {}
         pieces = meta.get("cite_pieces") or ((token.content, frozenset()),)
         language = fence_language(token) if name == "fence" else ""
+        highlighted = language  # over the page's highlighting budget: named, not highlighted
         if language and isinstance(env, dict):
             used = env.get(_BUDGET, 0) + len(token.content)
             env[_BUDGET] = used
             if used > MAX_HIGHLIGHT_TOTAL:
-                language_shown, language = language, ""
-                cls = f' class="{escapeHtml(options.langPrefix + language_shown)}"'
-                markers = meta.get("cite_markers", "")
-                return f"<pre><code{cls}>{code_html(pieces)}</code>{markers}</pre>\n"
+                highlighted = ""
         cls = f' class="{escapeHtml(options.langPrefix + language)}"' if language else ""
         markers = meta.get("cite_markers", "")
-        return f"<pre><code{cls}>{code_html(pieces, language)}</code>{markers}</pre>\n"
+        return f"<pre><code{cls}>{code_html(pieces, highlighted)}</code>{markers}</pre>\n"
 
     rule.draws_cite_pieces = True  # type: ignore[attr-defined]
     return rule

@@ -31,6 +31,7 @@ from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from ..markup import MATHML_ATTRIBUTES, MATHML_TAGS, MATHML_VALUE
+from .prepare import escaped
 from .spans import MATH_BLOCK_TOKENS, MATH_INLINE
 
 MAX_TEX_CHARS = 4000  # per formula; longer TeX is shown as code
@@ -142,7 +143,7 @@ def _render_rule(
 def _bracket_inline(state: StateInline, silent: bool) -> bool:
     r"""``\(…\)`` on one inline run (before the escape rule, which would eat the ``\(``)."""
     src, pos = state.src, state.pos
-    if not src.startswith("\\(", pos) or _escaped(src, pos):
+    if not src.startswith("\\(", pos) or escaped(src, pos):
         return False
     # The last closing of this run, found once: many "\(" with no "\)" stay linear.
     cache: dict[int, int] = state.__dict__.setdefault("_turnscope_last_close", {})
@@ -160,13 +161,6 @@ def _bracket_inline(state: StateInline, silent: bool) -> bool:
         token.markup = "\\("
     state.pos = end + 2
     return True
-
-
-def _escaped(src: str, pos: int) -> bool:
-    count = 0
-    while pos - count - 1 >= 0 and src[pos - count - 1] == "\\":
-        count += 1
-    return count % 2 == 1
 
 
 def _bracket_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:

@@ -17,6 +17,14 @@ _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.")
 
 
+def escaped(text: str, index: int) -> bool:
+    """Whether ``text[index]`` follows an escaping backslash (an odd run of them)."""
+    run = 0
+    while index - run - 1 >= 0 and text[index - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
 def prepare_text(text: str) -> tuple[str, list[int]]:
     """Text as the parser will see it, and the removed original indices (sorted).
 
@@ -77,12 +85,8 @@ def snap(text: str, p: int) -> int:
             if b == 0 or text[b - 1] == "\n":
                 q = r
         # Right after an escaping backslash.
-        if 0 < q < n and text[q - 1] == "\\" and text[q] in _ASCII_PUNCT:
-            run = 0
-            while q - run - 1 >= 0 and text[q - run - 1] == "\\":
-                run += 1
-            if run % 2:
-                q -= 1
+        if 0 < q < n and text[q] in _ASCII_PUNCT and escaped(text, q):
+            q -= 1
         # Inside an entity reference.
         amp = text.rfind("&", max(0, q - 40), q)
         if amp >= 0:
