@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from live import bundled
-from upstream.recorded import RecordedUpstream, Reply, Request, error_reply, provider_of, reply
+from upstream.recorded import (
+    RecordedUpstream,
+    Reply,
+    Request,
+    by_provider,
+    error_reply,
+    provider_of,
+    reply,
+)
 
 PREFIX = "/recorded"
 PACE = 0.03  # seconds between events: a stream a person can watch arrive
@@ -38,7 +46,7 @@ def responder(pace: float = PACE) -> Callable[[Request], Reply]:
         "openai": _replies("openai-sourdough", pace),
         "google": _replies("gemini-lighthouses", pace),
     }
-    turns = dict.fromkeys(catalog, 0)
+    rotate = by_provider(catalog)
 
     def respond(request: Request) -> Reply:
         provider = provider_of(request.path)
@@ -55,9 +63,7 @@ def responder(pace: float = PACE) -> Callable[[Request], Reply]:
         if (provider == "anthropic" and isinstance(messages, list) and messages
                 and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant"):
             return continued  # a paused turn sent back
-        n = turns[provider]
-        turns[provider] = n + 1
-        return catalog[provider][n % len(catalog[provider])]
+        return rotate(request)
 
     return respond
 
