@@ -197,7 +197,7 @@ def forget(conversation_id: Any, owner_id: int | None) -> None:
 def move_counts(conversation_id: Any, old_owner: int | None, new_owner: int | None, *,
                 remove: bool = False) -> None:
     """The conversation's counted facets move from ``old_owner``'s counts to ``new_owner``'s
-    (or, ``remove``, leave the counts)."""
+    (or, ``remove``, leave the counts; its docs and facet rows are deleted with it, CASCADE)."""
     connection = connections[ConversationFacet.objects.db]
     sql = _Sql.of(connection)
     facets = list(ConversationFacet.objects.filter(conversation_id=conversation_id,
@@ -212,9 +212,6 @@ def move_counts(conversation_id: Any, old_owner: int | None, new_owner: int | No
         if not remove:
             cursor.executemany(sql.count_up, [(owner_key(new_owner), kind, value, 1)
                                               for kind, value in facets])
-    if remove:
-        SearchDoc.objects.filter(conversation_id=conversation_id).delete()
-        ConversationFacet.objects.filter(conversation_id=conversation_id).delete()
 
 
 def retitle(conversation_id: Any, title: str) -> None:
