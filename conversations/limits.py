@@ -21,8 +21,4 @@ def turn_limits() -> TurnLimits:
 
 def check_turn(events: int, citations: int, where: str = "the turn") -> None:
     """Refuse (``TurnTooLarge``) a turn that holds more than the limits allow."""
-    limits = turn_limits()
-    if limits.events is not None and events > limits.events:
-        raise TurnTooLarge(f"{where} has more than {limits.events} events (the limit)")
-    if limits.citations is not None and citations > limits.citations:
-        raise TurnTooLarge(f"{where} has more than {limits.citations} citations (the limit)")
+    turn_limits().check(events=events, citations=citations, where=where)

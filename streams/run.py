@@ -48,6 +48,13 @@ class TurnLimits:
     events: int | None = None
     citations: int | None = None
 
+    def check(self, *, events: int = 0, citations: int = 0, where: str = "the turn") -> None:
+        """Refuse (``TurnTooLarge``) a turn holding more than these limits allow."""
+        if self.events is not None and events > self.events:
+            raise TurnTooLarge(f"{where} has more than {self.events} events (the limit)")
+        if self.citations is not None and citations > self.citations:
+            raise TurnTooLarge(f"{where} has more than {self.citations} citations (the limit)")
+
 
 class TurnStream:
     """One agent turn's responses through one ``EventBuilder``."""
@@ -100,9 +107,7 @@ class TurnStream:
         once the turn passes its limits."""
         if isinstance(part, parts.Citation):
             self.citations += 1
-            limit = self.limits.citations
-            if limit is not None and self.citations > limit:
-                raise TurnTooLarge(f"the turn has more than {limit} citations (the limit)")
+            self.limits.check(citations=self.citations)
         records = self.builder.feed(part)
         self._count(records)
         return records
@@ -117,9 +122,7 @@ class TurnStream:
 
     def _count(self, records: list[EventRecord]) -> None:
         self.events += len(records)
-        limit = self.limits.events
-        if limit is not None and self.events > limit:
-            raise TurnTooLarge(f"the turn has more than {limit} events (the limit)")
+        self.limits.check(events=self.events)
 
     def unreadable(self, exc: ValueError | TypeError) -> list[EventRecord]:
         """The rest of the open response cannot be read: refuse, or end it here as cut."""
