@@ -81,8 +81,12 @@ def test_only_the_owner_sends_turns(alice, bob_api, staff_api, upstream):
     conversation = store.create_conversation(owner=alice)
     url = f"/api/v1/conversations/{conversation.pk}/turns"
     assert bob_api.post(url, ASK, format="json").status_code == 404  # not even visible
-    assert staff_api.post(url, ASK, format="json").status_code == 403  # visible, not theirs
+    refused = staff_api.post(url, ASK, format="json")
+    assert refused.status_code == 403  # visible, not theirs
+    assert "Only the owner of a conversation" in refused.json()["detail"]
     assert staff_api.post(f"{url}/0/rerun", ASK, format="json").status_code == 403
+    assert staff_api.post(f"{url}/0/stop", format="json").status_code == 403
+    assert staff_api.get(url).status_code == 200  # staff may read
     assert not conversation.turns.exists() and not upstream.requests
 
 
