@@ -42,7 +42,7 @@ downgrade to text.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -195,3 +195,16 @@ def portable_text(turn: PriorTurn) -> str:
     activity as short bracketed lines, then its text."""
     notes = [f"[{note}]" for note in turn.hosted if note]
     return "\n".join([*notes, turn.text] if turn.text else notes)
+
+
+def by_role(items: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Consecutive messages (Anthropic ``content``) or contents (Gemini ``parts``) of one role
+    as one: a conversation's turns alternate between the user and the model. The items are
+    not changed."""
+    merged: list[dict[str, Any]] = []
+    for item in items:
+        if merged and merged[-1]["role"] == item["role"]:
+            merged[-1] = {"role": item["role"], key: [*merged[-1][key], *item[key]]}
+        else:
+            merged.append(item)
+    return merged

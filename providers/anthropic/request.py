@@ -47,6 +47,7 @@ from providers.requests import (
     ReplayError,
     TurnRequest,
     UpstreamRequest,
+    by_role,
     portable_text,
 )
 
@@ -180,25 +181,8 @@ def _results(turn: PriorTurn) -> list[dict[str, Any]]:
 def agent_messages(turn: PriorTurn) -> list[dict[str, Any]]:
     """An agent turn as messages: its content blocks as the assistant's, and the client tool
     results recorded inside it (a tool round the proxy saw) as the user messages between."""
-    messages: list[dict[str, Any]] = []
-    for block in content_blocks(turn):
-        role = "user" if block.get("type") == "tool_result" else "assistant"
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].append(block)
-        else:
-            messages.append({"role": role, "content": [block]})
-    return messages
-
-
-def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    merged: list[dict[str, Any]] = []
-    for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
-            merged[-1] = {"role": message["role"],
-                          "content": [*merged[-1]["content"], *message["content"]]}
-        else:
-            merged.append(message)
-    return merged
+    return by_role(({"role": "user" if block.get("type") == "tool_result" else "assistant",
+                     "content": [block]} for block in content_blocks(turn)), "content")
 
 
 def _request(
@@ -214,7 +198,7 @@ def _request(
                           "starts with an agent turn (no prompt was recorded before it)")
     max_tokens = turn.max_tokens or DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"model": turn.model, "max_tokens": max_tokens,
-                            "messages": _merged(messages), "stream": True}
+                            "messages": by_role(messages, "content"), "stream": True}
     if turn.thinking and not turn.model.startswith(_NO_THINKING):
         body["thinking"] = {"type": "enabled", "budget_tokens": turn.thinking}
         if max_tokens <= turn.thinking:

@@ -43,6 +43,7 @@ from providers.requests import (
     ReplayError,
     TurnRequest,
     UpstreamRequest,
+    by_role,
     portable_text,
 )
 
@@ -69,7 +70,7 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
         contents.append(_user(turn.prompt))
     if not contents:
         raise ReplayError("a Gemini request needs a content")
-    body: dict[str, Any] = {"contents": _merged(contents)}
+    body: dict[str, Any] = {"contents": by_role(contents, "parts")}
     config: dict[str, Any] = {}
     if turn.max_tokens:
         config["maxOutputTokens"] = turn.max_tokens
@@ -94,18 +95,6 @@ def build_continuation(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
 ) -> UpstreamRequest:
     raise ReplayError("Gemini responses do not pause: there is nothing to continue")
-
-
-def _merged(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive contents of one role as one (turns alternate between user and model)."""
-    merged: list[dict[str, Any]] = []
-    for content in contents:
-        if merged and merged[-1]["role"] == content["role"]:
-            merged[-1] = {"role": content["role"],
-                          "parts": [*merged[-1]["parts"], *content["parts"]]}
-        else:
-            merged.append(content)
-    return merged
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -136,14 +125,8 @@ def _responses(turn: PriorTurn) -> list[dict[str, Any]]:
 def model_contents(turn: PriorTurn) -> list[dict[str, Any]]:
     """An agent turn as contents: its parts as the model's, and the client function responses
     recorded inside it (a tool round the proxy saw) as the user contents between."""
-    contents: list[dict[str, Any]] = []
-    for part in model_parts(turn):
-        role = "user" if "functionResponse" in part else "model"
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].append(part)
-        else:
-            contents.append({"role": role, "parts": [part]})
-    return contents
+    return by_role(({"role": "user" if "functionResponse" in part else "model", "parts": [part]}
+                    for part in model_parts(turn)), "parts")
 
 
 def model_parts(turn: PriorTurn) -> list[dict[str, Any]]:
