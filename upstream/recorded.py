@@ -269,10 +269,11 @@ class RecordedUpstream:
 
     def _keep(self, request: Request, chosen: Reply) -> None:
         provider = provider_of(request.path)
-        if not self.verify_replay or provider is None or chosen.status != 200:
+        if (not self.verify_replay or provider is None or chosen.status != 200
+                or chosen.cut_after is not None):  # a cut answer is never kept: not parsed
             return
         content = served_content(provider, chosen.body)
-        if content is not None and chosen.cut_after is None:
+        if content is not None:
             self.served.append(content)
 
     async def _send(self, chosen: Reply, send: Any, request: Request) -> None:
