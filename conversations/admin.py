@@ -29,6 +29,7 @@ from rest_framework.authtoken.models import TokenProxy
 
 import providers
 from conversations import store
+from conversations.admin_list import LeanListAdmin, change_url, timestamp
 from conversations.domains import DOMAIN, domain_regex
 from conversations.models import (
     Attribution,
@@ -213,7 +214,8 @@ def pretty_json(text: str) -> str:
         return pretty_json_prefix(text)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+
+class ReadOnlyAdmin(LeanListAdmin):
     """View only: the append-only log is never edited, added to or deleted from by hand (so
     its pages offer no History: nothing is ever changed here)."""
 
@@ -236,6 +238,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 # -- conversations and turns -------------------------------------------------------------------
 
 
+def conversation_label(obj: Turn | Event) -> str:
+    """How a list row names its conversation (``str(conversation)``), from the title the list
+    annotates rather than a conversation object per row."""
+    title = getattr(obj, "conversation_title", None)
+    if title is None:
+        return str(obj.conversation)
+    return title or str(obj.conversation_id)
+
+
 class TurnInline(admin.TabularInline):
     model = Turn
     fields = ("index", "role", "status", "end_reason", "provider", "model", "created_at",
@@ -254,8 +265,10 @@ class TurnInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("title_or_id", "owner", "created_at", "updated_at", "forked_from_link")
+class ConversationAdmin(LeanListAdmin):
+    list_display = ("title_or_id", "owner", "created_at_when", "updated_at_when",
+                    "forked_from_link")
+    created_at_when, updated_at_when = timestamp("created_at"), timestamp("updated_at")
     list_select_related = ("owner", "forked_from")
     search_fields = ("title", "=id")
     list_filter = ("created_at",)
@@ -315,7 +328,7 @@ class ConversationAdmin(admin.ModelAdmin):
     def forked_from_link(self, obj: Conversation) -> str:
         if not obj.forked_from_id:
             return "—"
-        url = reverse("admin:conversations_conversation_change", args=[obj.forked_from_id])
+        url = change_url(Conversation, obj.forked_from_id)
         return format_html('<a href="{}">{}</a> @ turn {}', url, obj.forked_from,
                            obj.forked_at_turn)
 
@@ -327,15 +340,21 @@ class ConversationAdmin(admin.ModelAdmin):
 
 @admin.register(Turn)
 class TurnAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "conversation", "index", "role", "status", "end_reason",
-                    "provider", "model", "created_at")
-    list_select_related = ("conversation",)
+    list_display = ("__str__", "conversation_label", "index", "role", "status", "end_reason",
+                    "provider", "model", "created_at_when")
+    created_at_when = timestamp("created_at")
+    list_select_related = ()  # the row's conversation title is annotated (conversation_label)
     list_filter = ("role", "status", ProvenanceProviderFilter)
     search_fields = ("=conversation__id", "model")
     ordering = ("-created_at",)  # the turn_created index
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Turn]:
-        return super().get_queryset(request).defer("responses")
+        return super().get_queryset(request).defer("responses").annotate(
+            conversation_title=F("conversation__title"))
+
+    @admin.display(description="conversation", ordering="conversation")
+    def conversation_label(self, obj: Turn) -> str:
+        return conversation_label(obj)
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact"} or super().lookup_allowed(
@@ -360,9 +379,11 @@ class EventKindFilter(admin.SimpleListFilter):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("seq", "kind", "conversation", "turn_index", "text_preview", "incomplete",
-                    "activity_id", "payload_link", "created_at")
-    list_select_related = ("conversation", "turn")
+    list_display = ("seq", "kind", "conversation_label", "turn_index", "text_preview",
+                    "incomplete",
+                    "activity_id", "payload_link", "created_at_when")
+    created_at_when = timestamp("created_at")
+    list_select_related = ()  # what a row shows of its conversation and turn is annotated
     list_filter = (EventKindFilter, "incomplete")
     search_fields = ("=conversation__id", "=activity_id", "=id")
     # The (conversation, seq) unique index serves this ordering directly.
@@ -373,8 +394,13 @@ class EventAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         # A list row shows the head of the text only; bodies and turn bookkeeping stay unread.
-        return super().get_queryset(request).defer("body", "text", "turn__responses").annotate(
-            text_head=Substr("text", 1, TEXT_PREVIEW * 2))
+        return super().get_queryset(request).defer("body", "text").annotate(
+            text_head=Substr("text", 1, TEXT_PREVIEW * 2), turn_number=F("turn__index"),
+            conversation_title=F("conversation__title"))
+
+    @admin.display(description="conversation", ordering="conversation")
+    def conversation_label(self, obj: Event) -> str:
+        return conversation_label(obj)
 
     @admin.display(description="body")
     def body_view(self, obj: Event) -> str:
@@ -387,7 +413,8 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="turn", ordering="turn__index")
     def turn_index(self, obj: Event) -> int:
-        return obj.turn.index
+        number = getattr(obj, "turn_number", None)  # the list's annotation
+        return obj.turn.index if number is None else number
 
     @admin.display(description="text")
     def text_preview(self, obj: Event) -> str:
@@ -398,14 +425,14 @@ class EventAdmin(ReadOnlyAdmin):
     def payload_link(self, obj: Event) -> str:
         if not obj.payload_id:
             return "—"
-        url = reverse("admin:conversations_providerpayload_change", args=[obj.payload_id])
+        url = change_url(ProviderPayload, obj.payload_id)
         return format_html('<a href="{}">payload</a>', url)
 
 
 @admin.register(Attribution)
 class AttributionAdmin(ReadOnlyAdmin):
     list_display = ("url_preview", "title_preview", "event_link", "range_text", "incomplete")
-    list_select_related = ("event",)
+    list_select_related = ()  # the event's "#seq kind" is annotated
     list_filter = ("incomplete",)
     search_fields = ("url", "title")
     search_help_text = (
@@ -415,8 +442,9 @@ class AttributionAdmin(ReadOnlyAdmin):
     ordering = ("event_id", "ordinal")  # the (event, ordinal) index
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attribution]:
-        # The event is shown as "#seq kind": its text and body stay unread.
-        return super().get_queryset(request).defer("excerpt", "event__text", "event__body")
+        # The event is shown as "#seq kind": nothing else of it is read.
+        return super().get_queryset(request).defer("excerpt").annotate(
+            event_seq=F("event__seq"), event_kind=F("event__kind"))
     fields = ("event_link", "ordinal", "url", "title", "excerpt", "range_start", "range_end",
               "incomplete", "replay")
     readonly_fields = fields
@@ -441,8 +469,8 @@ class AttributionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="event")
     def event_link(self, obj: Attribution) -> str:
-        url = reverse("admin:conversations_event_change", args=[obj.event_id])
-        return format_html('<a href="{}">#{} {}</a>', url, obj.event.seq, obj.event.kind)
+        url = change_url(Event, obj.event_id)
+        return format_html('<a href="{}">#{} {}</a>', url, obj.event_seq, obj.event_kind)
 
     @admin.display(description="range")
     def range_text(self, obj: Attribution) -> str:
@@ -457,7 +485,8 @@ class AttributionAdmin(ReadOnlyAdmin):
 @admin.register(ProviderPayload)
 class ProviderPayloadAdmin(ReadOnlyAdmin):
     list_display = ("short_id", "provider", "format", "version", "size_text", "decodes_column",
-                    "created_at")
+                    "created_at_when")
+    created_at_when = timestamp("created_at")
     # Choices by skip-scan of each column's index, not a DISTINCT over a million rows.
     list_filter = (indexed_choices("provider"), indexed_choices("format"),
                    indexed_choices("version"))
