@@ -16,21 +16,23 @@ from typing import Any
 
 import orjson
 from django.contrib import admin
+from django.contrib.admin.utils import get_fields_from_path
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.db.models import Case, F, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.text import smart_split, unescape_string_literal
 from rest_framework.authtoken.models import TokenProxy
 
 import providers
 from conversations import store
 from conversations.admin_list import LeanListAdmin, change_url, timestamp
-from conversations.domains import DOMAIN, domain_regex
+from conversations.domains import DOMAIN
 from conversations.models import (
     Attribution,
     Conversation,
@@ -125,19 +127,36 @@ def pretty_json_prefix(text: str, indent: int = 2) -> str:
 class EstimatedCountPaginator(Paginator):
     """A changelist paginator that does not count a whole table: unfiltered, the count is the
     database's estimate (PostgreSQL's planner statistics; SQLite's largest rowid, exact until
-    rows are deleted). A filtered list (by conversation, kind, search) is counted exactly."""
+    rows are deleted). A filtered list (by conversation, kind, search) is counted exactly up
+    to ``COUNT_LIMIT`` rows, and past it is "at least" that many (``CountAtLeast``): counting
+    every message event of a million to show a number nobody pages through is the cost."""
 
     @cached_property
     def count(self) -> int:
         qs = self.object_list
-        if isinstance(qs, QuerySet) and not qs.query.where:
+        if not isinstance(qs, QuerySet):
+            return super().count
+        if not qs.query.where:
             estimate = _estimated_rows(qs.model, qs.db)
             if estimate is not None and estimate >= ESTIMATE_ABOVE:
                 return estimate
-        return super().count
+        counted = qs.order_by()[: COUNT_LIMIT + 1].count()
+        return counted if counted <= COUNT_LIMIT else CountAtLeast(COUNT_LIMIT)
 
 
 ESTIMATE_ABOVE = 100_000  # below this an exact count is cheap, and what people expect
+COUNT_LIMIT = 10_000  # rows: a filtered list is counted this far (100 pages of 100)
+
+
+class CountAtLeast(int):
+    """A count that stopped at its limit: pages as that many rows, and reads "10000+" wherever
+    the admin shows it (the templates localize a number through ``__html__``/``__str__``)."""
+
+    def __str__(self) -> str:
+        return f"{int(self)}+"
+
+    def __html__(self) -> str:
+        return str(self)
 
 
 def _estimated_rows(model: Any, using: str) -> int | None:
@@ -215,7 +234,54 @@ def pretty_json(text: str) -> str:
 
 
 
-class ReadOnlyAdmin(LeanListAdmin):
+class KeySearch(admin.ModelAdmin):
+    """Search by key as well as by text: a term equal to one of ``key_search_fields`` finds
+    its rows through that field's index. Django's "=field" search is a case-insensitive match
+    (on SQLite a LIKE, and a UUID cast to text on PostgreSQL) that no index serves: a full
+    scan of a million events per search. A key field is asked only for a term it can hold
+    (a UUID for a UUID field). ``search_fields`` are searched as Django searches them: each
+    word in one of them (icontains)."""
+
+    key_search_fields: tuple[str, ...] = ()
+
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        return (*self.search_fields, *self.key_search_fields)  # the search box shows for both
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        found = key_matches(queryset.model, self.key_search_fields, term)
+        if self.search_fields:
+            words = [unescape_string_literal(bit) if bit[:1] in "\"'" and bit[0] == bit[-1]
+                     else bit for bit in smart_split(term)]
+            text = Q.create([Q.create([(f"{name}__icontains", word)
+                                       for name in self.search_fields], connector=Q.OR)
+                             for word in words])
+            found = text if found is None else found | text
+        if found is None:
+            return queryset.none(), False
+        return queryset.filter(found), False
+
+
+def key_matches(model: Any, fields: tuple[str, ...], term: str) -> Q | None:
+    """The rows whose ``fields`` (paths such as "conversation__id") equal ``term``, typed as
+    each field takes it; None when no field can hold it."""
+    found: Q | None = None
+    for name in fields:
+        field = get_fields_from_path(model, name)[-1]
+        try:
+            value = field.to_python(term)
+        except ValidationError:
+            continue
+        if value is None or value == "":
+            continue
+        found = Q(**{name: value}) if found is None else found | Q(**{name: value})
+    return found
+
+
+class ReadOnlyAdmin(KeySearch, LeanListAdmin):
     """View only: the append-only log is never edited, added to or deleted from by hand (so
     its pages offer no History: nothing is ever changed here)."""
 
@@ -265,12 +331,13 @@ class TurnInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(LeanListAdmin):
+class ConversationAdmin(KeySearch, LeanListAdmin):
     list_display = ("title_or_id", "owner", "created_at_when", "updated_at_when",
                     "forked_from_link")
     created_at_when, updated_at_when = timestamp("created_at"), timestamp("updated_at")
     list_select_related = ("owner", "forked_from")
-    search_fields = ("title", "=id")
+    search_fields = ("title",)
+    key_search_fields = ("id",)
     list_filter = ("created_at",)
     ordering = ("-updated_at",)
     show_full_result_count = False
@@ -345,12 +412,14 @@ class TurnAdmin(ReadOnlyAdmin):
     created_at_when = timestamp("created_at")
     list_select_related = ()  # the row's conversation title is annotated (conversation_label)
     list_filter = ("role", "status", ProvenanceProviderFilter)
-    search_fields = ("=conversation__id", "model")
+    search_fields = ("model",)
+    key_search_fields = ("conversation__id",)
     ordering = ("-created_at",)  # the turn_created index
 
+    list_annotations = {"conversation_title": F("conversation__title")}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Turn]:
-        return super().get_queryset(request).defer("responses").annotate(
-            conversation_title=F("conversation__title"))
+        return super().get_queryset(request).defer("responses")
 
     @admin.display(description="conversation", ordering="conversation")
     def conversation_label(self, obj: Turn) -> str:
@@ -385,7 +454,8 @@ class EventAdmin(ReadOnlyAdmin):
     created_at_when = timestamp("created_at")
     list_select_related = ()  # what a row shows of its conversation and turn is annotated
     list_filter = (EventKindFilter, "incomplete")
-    search_fields = ("=conversation__id", "=activity_id", "=id")
+    search_fields = ()
+    key_search_fields = ("conversation__id", "activity_id", "id")
     # The (conversation, seq) unique index serves this ordering directly.
     ordering = ("conversation_id", "seq")
     fields = ("id", "conversation", "turn", "seq", "kind", "text", "incomplete", "body_view",
@@ -394,9 +464,11 @@ class EventAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         # A list row shows the head of the text only; bodies and turn bookkeeping stay unread.
-        return super().get_queryset(request).defer("body", "text").annotate(
-            text_head=Substr("text", 1, TEXT_PREVIEW * 2), turn_number=F("turn__index"),
-            conversation_title=F("conversation__title"))
+        return super().get_queryset(request).defer("body", "text")
+
+    list_annotations = {"text_head": Substr("text", 1, TEXT_PREVIEW * 2),
+                        "turn_number": F("turn__index"),
+                        "conversation_title": F("conversation__title")}
 
     @admin.display(description="conversation", ordering="conversation")
     def conversation_label(self, obj: Event) -> str:
@@ -429,6 +501,21 @@ class EventAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">payload</a>', url)
 
 
+DISTINCT_DOMAINS = 5_000  # read by skip-scan up to this many; past it, by a scan of the index
+
+
+def cited_domains(domain: str, using: str = "default") -> list[str]:
+    """The sources' hosts that are ``domain`` or one of its subdomains: read from the domain
+    column's index, one probe per distinct host (a regex over every URL was a scan of the
+    table), or with many hosts one pass over the index."""
+    hosts = distinct_values(Attribution, "domain", using, limit=DISTINCT_DOMAINS + 1)
+    if len(hosts) > DISTINCT_DOMAINS:
+        hosts = list(Attribution.objects.using(using).filter(
+            Q(domain=domain) | Q(domain__endswith="." + domain)).values_list(
+            "domain", flat=True).distinct())
+    return [host for host in hosts if host == domain or host.endswith("." + domain)]
+
+
 @admin.register(Attribution)
 class AttributionAdmin(ReadOnlyAdmin):
     list_display = ("url_preview", "title_preview", "event_link", "range_text", "incomplete")
@@ -442,9 +529,10 @@ class AttributionAdmin(ReadOnlyAdmin):
     ordering = ("event_id", "ordinal")  # the (event, ordinal) index
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attribution]:
-        # The event is shown as "#seq kind": nothing else of it is read.
-        return super().get_queryset(request).defer("excerpt").annotate(
-            event_seq=F("event__seq"), event_kind=F("event__kind"))
+        return super().get_queryset(request).defer("excerpt")
+
+    # The event is shown as "#seq kind": nothing else of it is read.
+    list_annotations = {"event_seq": F("event__seq"), "event_kind": F("event__kind")}
     fields = ("event_link", "ordinal", "url", "title", "excerpt", "range_start", "range_end",
               "incomplete", "replay")
     readonly_fields = fields
@@ -453,10 +541,11 @@ class AttributionAdmin(ReadOnlyAdmin):
                            ) -> tuple[QuerySet, bool]:
         term = search_term.strip()
         if term.lower().startswith("domain:"):
-            domain = term[7:].strip().lower().rstrip(".")
+            # Hosts are stored as the domain column has them: lower-case, without "www.".
+            domain = term[7:].strip().lower().rstrip(".").removeprefix("www.")
             if not DOMAIN.match(domain):
                 return queryset.none(), False
-            return queryset.filter(url__iregex=domain_regex(domain)), False
+            return queryset.filter(domain__in=cited_domains(domain)), False
         return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="url", ordering="url")
@@ -470,7 +559,9 @@ class AttributionAdmin(ReadOnlyAdmin):
     @admin.display(description="event")
     def event_link(self, obj: Attribution) -> str:
         url = change_url(Event, obj.event_id)
-        return format_html('<a href="{}">#{} {}</a>', url, obj.event_seq, obj.event_kind)
+        if hasattr(obj, "event_seq"):  # the list's annotation
+            return format_html('<a href="{}">#{} {}</a>', url, obj.event_seq, obj.event_kind)
+        return format_html('<a href="{}">{}</a>', url, obj.event)
 
     @admin.display(description="range")
     def range_text(self, obj: Attribution) -> str:
@@ -490,7 +581,8 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
     # Choices by skip-scan of each column's index, not a DISTINCT over a million rows.
     list_filter = (indexed_choices("provider"), indexed_choices("format"),
                    indexed_choices("version"))
-    search_fields = ("=id", "=sha256")
+    search_fields = ()
+    key_search_fields = ("id", "sha256")
     ordering = ("-created_at",)
     fields = ("id", "provider", "format", "version", "size_text", "sha256", "created_at",
               "decodes_column", "value_view")
@@ -504,13 +596,11 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
         return [download, *super().get_urls()]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ProviderPayload]:
-        # The list never loads a large value: only values small enough to decode per row.
-        return super().get_queryset(request).defer("value").annotate(
-            small_value=Case(
-                When(size__lte=LIST_DECODE_LIMIT, then=F("value")),
-                default=Value(None), output_field=TextField(),
-            )
-        )
+        return super().get_queryset(request).defer("value")
+
+    # The list never loads a large value: only values small enough to decode per row.
+    list_annotations = {"small_value": Case(When(size__lte=LIST_DECODE_LIMIT, then=F("value")),
+                                            default=Value(None), output_field=TextField())}
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None
                    ) -> ProviderPayload | None:

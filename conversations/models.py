@@ -73,13 +73,15 @@ class ConversationQuerySet(models.QuerySet):
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    # No single-column indexes on owner and updated_at: the list orders' indexes below lead
+    # with them, and every append rewrites updated_at (one index less to keep in step).
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="conversations",
+        related_name="conversations", db_index=False,
     )
     title = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
     forked_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )
@@ -181,16 +183,23 @@ class ProviderPayload(AppendOnlyModel):
     """A native provider artifact, kept verbatim (as JSON text) for exact replay. Untrusted."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    provider = models.CharField(max_length=64, db_index=True)
-    format = models.CharField(max_length=100, db_index=True)
-    version = models.CharField(max_length=200, db_index=True)
+    provider = models.CharField(max_length=64)
+    format = models.CharField(max_length=100)
+    version = models.CharField(max_length=200)
     value = models.TextField()
     size = models.PositiveIntegerField(default=0)
     sha256 = models.CharField(max_length=64, db_index=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["created_at"], name="payload_created")]  # the admin's
+        # The admin's list: its order, and its order within each filter (whose choices are
+        # read by skip-scan of these indexes' leading column).
+        indexes = [
+            models.Index(fields=["created_at"], name="payload_created"),
+            models.Index(fields=["provider", "created_at"], name="payload_provider_created"),
+            models.Index(fields=["format", "created_at"], name="payload_format_created"),
+            models.Index(fields=["version", "created_at"], name="payload_version_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.provider} {self.format} ({self.size} bytes)"
@@ -248,7 +257,14 @@ class Event(AppendOnlyModel):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="event_seq_unique"),
         ]
-        indexes = [models.Index(fields=["turn", "seq"])]
+        indexes = [
+            models.Index(fields=["turn", "seq"]),
+            # The admin's event log filtered by kind, in its order; and the few incomplete
+            # events (a partial index: nothing to write for a complete event).
+            models.Index(fields=["kind", "conversation", "seq"], name="event_kind_order"),
+            models.Index(fields=["conversation", "seq"], condition=models.Q(incomplete=True),
+                         name="event_incomplete"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.kind}"
@@ -264,7 +280,9 @@ class Event(AppendOnlyModel):
 
 
 class Attribution(AppendOnlyModel):
-    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attributions")
+    # No single-column index: (event, ordinal) below leads with it.
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attributions",
+                              db_index=False)
     ordinal = models.PositiveIntegerField()
     url = models.TextField(blank=True)
     # Lower-cased host of ``url`` without "www.", for filtering by cited domain.
@@ -287,7 +305,11 @@ class Attribution(AppendOnlyModel):
 
     class Meta:
         ordering = ["event", "ordinal"]
-        indexes = [models.Index(fields=["event", "ordinal"], name="attribution_event_ordinal")]
+        indexes = [
+            models.Index(fields=["event", "ordinal"], name="attribution_event_ordinal"),
+            models.Index(fields=["event", "ordinal"], condition=models.Q(incomplete=True),
+                         name="attribution_incomplete"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=(

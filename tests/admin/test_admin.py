@@ -3,6 +3,7 @@ does not grow with the number of rows."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import orjson
@@ -44,9 +45,10 @@ def populate(n: int) -> Conversation:
     events = Event.objects.bulk_create([
         Event(conversation=conversation, turn=turns[i], seq=i + 1, kind="message",
               text=f"message {i}", payload=payloads[i]) for i in range(n)])
-    Attribution.objects.bulk_create([
+    Attribution.objects.bulk_create([  # with the domain the store fills (bulk skips save)
         Attribution(event=events[i], ordinal=0, url=f"https://s{i}.example.com/p",
-                    title=f"source {i}", replay=payloads[i]) for i in range(n)])
+                    domain=f"s{i}.example.com", title=f"source {i}", replay=payloads[i])
+        for i in range(n)])
     return conversation
 
 
@@ -278,3 +280,115 @@ def test_list_filter_choices_do_not_scan_the_table(admin_client):
                     and "RECURSIVE" not in q["sql"]], model
         assert ("?format=f2" in page) if model is ProviderPayload else ("?provider=google"
                                                                          in page)
+
+
+# -- filtered lists and searches use their indexes ---------------------------------------------
+
+
+def test_a_filtered_list_is_counted_up_to_its_limit(admin_client, monkeypatch):
+    from conversations import admin as conversation_admin
+
+    populate(5)
+    url = reverse("admin:conversations_event_changelist")
+    assert admin_client.get(f"{url}?kind=message").context["cl"].result_count == 5
+    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 3)
+    conversation_admin.ProviderPayloadAdmin.list_per_page = 2
+    try:
+        response = admin_client.get(f"{url}?kind=message")
+        cl = response.context["cl"]
+        assert cl.result_count == 3 and str(cl.result_count) == "3+"
+        assert "3+ events" in response.content.decode()
+        payloads = admin_client.get(reverse("admin:conversations_providerpayload_changelist")
+                                    + "?provider=anthropic")
+        assert payloads.context["cl"].paginator.num_pages == 2  # every linked page exists
+        assert admin_client.get(f"{url}?kind=message&seq=1").status_code in (200, 302)
+    finally:
+        conversation_admin.ProviderPayloadAdmin.list_per_page = 100
+    assert admin_client.get(f"{url}?kind=error").context["cl"].result_count == 0
+
+
+def test_key_search_is_an_exact_match_through_the_index(admin_client):
+    conversation = populate(3)
+    other = populate(2)
+    first = Event.objects.filter(conversation=conversation).order_by("seq").first()
+    event = Event.objects.create(conversation=conversation, turn=first.turn, seq=100,
+                                 kind="hosted_activity", activity_id="srvtoolu_01AbC")
+    events = reverse("admin:conversations_event_changelist")
+
+    def found(url: str, term: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.get(url, {"q": term})
+        assert response.status_code == 200
+        listed = [q["sql"] for q in captured.captured_queries if "LIMIT" in q["sql"]
+                  and connection.ops.quote_name(response.context["cl"].model._meta.db_table)
+                  in q["sql"]]
+        assert listed and not [sql for sql in listed if " LIKE " in sql.split("WHERE")[-1]
+                               and "title" not in sql and "model" not in sql], listed
+        return response.context["cl"].result_count
+
+    assert found(events, str(conversation.pk)) == 4
+    assert found(events, conversation.pk.hex) == 4  # a UUID as its 32 hex digits
+    assert found(events, str(event.pk)) == 1
+    assert found(events, "srvtoolu_01AbC") == 1
+    assert found(events, "srvtoolu_01abc") == 0  # a provider's id is matched as it is
+    assert found(events, "not-a-key") == 0
+    payloads = reverse("admin:conversations_providerpayload_changelist")
+    one = ProviderPayload.objects.get(value__contains='"t2"')  # the others come in pairs
+    assert found(payloads, one.sha256) == 1 and found(payloads, str(one.pk)) == 1
+    twin = ProviderPayload.objects.filter(value__contains='"t0"').first()
+    assert found(payloads, twin.sha256) == 2
+    conversations = reverse("admin:conversations_conversation_changelist")
+    assert admin_client.get(conversations, {"q": str(other.pk)}).context["cl"].result_count == 1
+    assert admin_client.get(conversations, {"q": "bulk"}).context["cl"].result_count == 2
+    assert admin_client.get(conversations, {"q": "bulk 3"}).context["cl"].result_count == 1
+    assert admin_client.get(conversations, {"q": '"bulk 2"'}).context["cl"].result_count == 1
+    turns = reverse("admin:conversations_turn_changelist")
+    assert admin_client.get(turns, {"q": str(other.pk)}).context["cl"].result_count == 2
+    assert admin_client.get(turns, {"q": "claude-1"}).context["cl"].result_count == 2
+
+
+def test_domain_search_reads_the_domain_column(admin_client, monkeypatch):
+    from conversations import admin as conversation_admin
+
+    populate(3)
+    url = reverse("admin:conversations_attribution_changelist")
+
+    def found(term: str) -> int:
+        return admin_client.get(url, {"q": term}).context["cl"].result_count
+
+    for limit in (5_000, 1):  # by skip-scan, and by one pass over the index (many hosts)
+        monkeypatch.setattr(conversation_admin, "DISTINCT_DOMAINS", limit)
+        assert found("domain:example.com") == 3
+        assert found("domain:www.s1.example.com") == 1  # stored without "www."
+        assert found("domain:S2.Example.com.") == 1
+        assert found("domain:1.example.com") == 0  # a label, not a suffix of one
+        assert found("domain:bad_host") == 0
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="reads SQLite's query plans")
+@pytest.mark.parametrize(("model", "query"), [
+    (Event, "kind=message"), (Event, "incomplete__exact=1"), (Attribution,
+                                                              "incomplete__exact=1"),
+    (ProviderPayload, "provider=anthropic"), (ProviderPayload, "format=f"),
+    (ProviderPayload, "version=v1"),
+])
+def test_a_filtered_list_is_read_in_order_from_an_index(admin_client, model, query):
+    """No filter of these lists sorts or scans its table: each is one index range, in the
+    list's order (a rare value was a scan of a million rows)."""
+    populate(3)
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    with CaptureQueriesContext(connection) as captured:
+        assert admin_client.get(f"{url}?{query}").status_code == 200
+    table = connection.ops.quote_name(opts.db_table)
+    listed = [q["sql"] for q in captured.captured_queries
+              if q["sql"].startswith("SELECT") and f"FROM {table}" in q["sql"]
+              and " LIMIT " in q["sql"]]
+    assert listed
+    with connection.cursor() as cursor:
+        for sql in listed:
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+            plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
+            # A scan of a partial index is a read of its rows only (the incomplete ones).
+            assert not re.search(rf"SCAN {opts.db_table}(?! USING)", plan), plan
+            assert "TEMP B-TREE" not in plan, plan

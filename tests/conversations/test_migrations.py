@@ -74,3 +74,38 @@ def test_0009_backfills_the_search_and_facet_indexes():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def _single_column_indexes(table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    return {info["columns"][0] for info in constraints.values()
+            if info["index"] and not info["unique"] and not info["primary_key"]
+            and len(info["columns"]) == 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0011_drops_the_indexes_a_composite_one_leads_with_and_back():
+    """The single-column indexes that 0011 drops (without rebuilding a table) come back when
+    it is unapplied, and the composite indexes that serve their lookups stay."""
+    before = [("conversations", "0010_turnfragment_no_style_hashes")]
+    dropped = {"conversations_conversation": {"owner_id", "updated_at"},
+               "conversations_attribution": {"event_id"},
+               "conversations_providerpayload": {"provider", "format", "version"}}
+    for table, columns in dropped.items():
+        assert not columns & _single_column_indexes(table), table
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        for table, columns in dropped.items():
+            assert columns <= _single_column_indexes(table), table
+        apps = executor.loader.project_state(before).apps
+        kept = apps.get_model("conversations", "Conversation").objects.create(title="kept")
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    for table, columns in dropped.items():
+        assert not columns & _single_column_indexes(table), table
+    from conversations.models import Conversation
+
+    assert Conversation.objects.get(pk=kept.pk).title == "kept"  # the table was not remade
