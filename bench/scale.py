@@ -16,6 +16,8 @@ no network), the median of ``--repeat`` runs after one warm-up:
 * login page (the floor), list page 1, the last page (keyset ``?page=last``),
 * text search with a hit and with none, the cited-domain filter (the most cited domain),
 * the API list, the admin changelists (conversations, turns, events, attributions, payloads),
+  and the admin's filters and searches (event kind and incomplete, payload provider, a cited
+  domain, a key),
 * the process's peak RSS,
 
 each as wall and CPU time (the server's own time: on a loaded machine wall time is mostly the
@@ -195,6 +197,21 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
     }
     for model in ("conversation", "turn", "event", "attribution", "providerpayload"):
         targets[f"admin {model}s"] = (admin, f"/admin/conversations/{model}/")
+    # The admin's filters and searches, each through its index: a common kind (counted to its
+    # limit), a rare flag, a provider, a cited domain, a key.
+    some = Conversation.objects.filter(owner=owner).order_by("-updated_at").values_list(
+        "pk", flat=True).first()
+    admin_pages = "/admin/conversations"
+    targets.update({
+        "admin events, kind filter": (admin, f"{admin_pages}/event/?kind=message"),
+        "admin events, incomplete filter": (admin,
+                                            f"{admin_pages}/event/?incomplete__exact=1"),
+        "admin events, key search": (admin, f"{admin_pages}/event/?" + urlencode({"q": some})),
+        "admin payloads, provider filter": (admin,
+                                            f"{admin_pages}/providerpayload/?provider=google"),
+        "admin attributions, domain search": (admin, f"{admin_pages}/attribution/?"
+                                              + urlencode({"q": f"domain:{domain}"})),
+    })
     results = {name: _timed(client, url, repeat) for name, (client, url) in targets.items()}
     # Ratios on CPU time: on a loaded machine wall time is mostly waiting for a core.
     floor = results["login page (floor)"]["cpu_ms"]

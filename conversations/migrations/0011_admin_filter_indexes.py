@@ -11,6 +11,7 @@ from django.db import migrations, models
 # index on a CharField's).
 DROPPED = [
     ("attribution", "event_id"),
+    ("attribution", "domain"),
     ("conversation", "owner_id"),
     ("conversation", "updated_at"),
     ("providerpayload", "format"),
@@ -65,6 +66,11 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 migrations.AlterField(
+                    model_name="attribution",
+                    name="domain",
+                    field=models.CharField(blank=True, max_length=255),
+                ),
+                migrations.AlterField(
                     model_name="conversation",
                     name="owner",
                     field=models.ForeignKey(
@@ -107,6 +113,12 @@ class Migration(migrations.Migration):
                 condition=models.Q(("incomplete", True)),
                 fields=["event", "ordinal"],
                 name="attribution_incomplete",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="attribution",
+            index=models.Index(
+                fields=["domain", "event", "ordinal"], name="attribution_domain_order"
             ),
         ),
         migrations.AddIndex(

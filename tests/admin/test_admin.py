@@ -370,7 +370,7 @@ def test_domain_search_reads_the_domain_column(admin_client, monkeypatch):
     (Event, "kind=message"), (Event, "incomplete__exact=1"), (Attribution,
                                                               "incomplete__exact=1"),
     (ProviderPayload, "provider=anthropic"), (ProviderPayload, "format=f"),
-    (ProviderPayload, "version=v1"),
+    (ProviderPayload, "version=v1"), (Attribution, "q=domain:s1.example.com"),
 ])
 def test_a_filtered_list_is_read_in_order_from_an_index(admin_client, model, query):
     """No filter of these lists sorts or scans its table: each is one index range, in the

@@ -30,7 +30,8 @@ def test_scale_bench_smoke(tmp_path):
     assert figures["built"]["generated"] is True
     rows = figures["requests"]
     assert {"login page (floor)", "list page 1", "list last page", "search no hit",
-            "API list", "admin events"} <= set(rows)
+            "API list", "admin events", "admin events, kind filter",
+            "admin attributions, domain search"} <= set(rows)
     assert all(row["ms"] > 0 for row in rows.values())
     again = subprocess.run(  # the store is cached: not built again
         [sys.executable, "-m", "bench.scale", "--conversations", "50", "--repeat", "1",

@@ -90,7 +90,7 @@ def test_0011_drops_the_indexes_a_composite_one_leads_with_and_back():
     it is unapplied, and the composite indexes that serve their lookups stay."""
     before = [("conversations", "0010_turnfragment_no_style_hashes")]
     dropped = {"conversations_conversation": {"owner_id", "updated_at"},
-               "conversations_attribution": {"event_id"},
+               "conversations_attribution": {"event_id", "domain"},
                "conversations_providerpayload": {"provider", "format", "version"}}
     for table, columns in dropped.items():
         assert not columns & _single_column_indexes(table), table
