@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Callable
+from html import escape
 from typing import Any
 from urllib.parse import quote as url_quote
 
@@ -36,7 +37,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 _MARK = "__pk__"  # stands for the row's key in a change URL reversed once per page
@@ -120,9 +121,10 @@ class LeanListAdmin(admin.ModelAdmin):
 
     def action_checkbox(self, obj: Any) -> str:
         # What Django's CheckboxInput renders, without a widget template per row.
-        return format_html('<input type="checkbox" name="{}" value="{}" class="action-select"'
-                           ' aria-label="{}">', ACTION_CHECKBOX_NAME, str(obj.pk),
-                           format_html("Select this object for an action - {}", str(obj)))
+        label = f"Select this object for an action - {escape(str(obj))}"
+        return SafeString(f'<input type="checkbox" name="{ACTION_CHECKBOX_NAME}" '
+                          f'value="{escape(str(obj.pk))}" class="action-select" '
+                          f'aria-label="{label}">')
 
 
 # -- the rows ------------------------------------------------------------------------------------
@@ -288,7 +290,9 @@ def _cell(value: Callable[[Any], Any], show: Callable[[Any], Any], empty: str, c
             if isinstance(raw, str) and raw.strip() == "":
                 raw = ""
             shown = show(raw)
-        html = conditional_escape(shown)
+        # conditional_escape, without its lazy-string wrapper per call (the same escaping).
+        html = SafeString(shown.__html__() if hasattr(shown, "__html__")
+                          else escape(str(shown)))
         if link is not None:
             html = link.wrap(obj, html)
         # A method column's date or time does not wrap either (a field's is known up front).
