@@ -526,7 +526,7 @@ class AttributionAdmin(ReadOnlyAdmin):
         "Search URLs and titles; domain:example.com finds sources on that domain and its "
         "subdomains."
     )
-    ordering = ("event_id", "ordinal")  # the (event, ordinal) index
+    ordering = ("event_id", "ordinal", "id")  # the attribution_event_order index
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attribution]:
         return super().get_queryset(request).defer("excerpt")

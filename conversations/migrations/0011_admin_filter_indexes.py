@@ -1,4 +1,5 @@
-"""Indexes for the admin's filtered lists, and none that another index already leads with."""
+"""Indexes for the admin's filtered lists in their order, and none that another index already
+leads with."""
 
 import django.db.models.deletion
 import django.utils.timezone
@@ -107,18 +108,23 @@ class Migration(migrations.Migration):
                 migrations.RunPython(drop_single_column_indexes, restore_single_column_indexes),
             ],
         ),
+        migrations.RemoveIndex(model_name="attribution", name="attribution_event_ordinal"),
+        migrations.AddIndex(
+            model_name="attribution",
+            index=models.Index(fields=["event", "ordinal", "id"], name="attribution_event_order"),
+        ),
         migrations.AddIndex(
             model_name="attribution",
             index=models.Index(
                 condition=models.Q(("incomplete", True)),
-                fields=["event", "ordinal"],
+                fields=["event", "ordinal", "id"],
                 name="attribution_incomplete",
             ),
         ),
         migrations.AddIndex(
             model_name="attribution",
             index=models.Index(
-                fields=["domain", "event", "ordinal"], name="attribution_domain_order"
+                fields=["domain", "event", "ordinal", "id"], name="attribution_domain_order"
             ),
         ),
         migrations.AddIndex(
