@@ -68,8 +68,13 @@ def responder(pace: float = PACE) -> Callable[[Request], Reply]:
     return respond
 
 
+KEPT = 1_000  # requests, bodies and served contents the recorded provider remembers
+
+
 def app(pace: float = PACE, prefix: str = PREFIX) -> RecordedUpstream:
     """The recorded provider as an ASGI app, mounted at ``prefix``."""
     # verify_replay: like the provider, it refuses (400) a paused message or an earlier answer
-    # sent back other than it served it
-    return RecordedUpstream(respond=responder(pace), prefix=prefix, verify_replay=True)
+    # sent back other than it served it (one of the last KEPT it served); it runs as long as
+    # the demo does, so it remembers a window, not everything
+    return RecordedUpstream(respond=responder(pace), prefix=prefix, verify_replay=True,
+                            keep=KEPT)

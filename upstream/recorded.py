@@ -177,7 +177,9 @@ def by_provider(catalog: dict[str, list[Reply]]) -> Callable[[Request], Reply]:
 class RecordedUpstream:
     """The ASGI app. ``pace``: seconds between chunks; ``split``: write each chunk in pieces of
     at most this many bytes (a parser must not depend on where reads end); ``prefix``: a path
-    prefix to strip (when mounted under one)."""
+    prefix to strip (when mounted under one); ``keep``: how many of the latest requests, bodies
+    and served contents it remembers (None: all, as tests read them; an app that serves for
+    days, the demo's recorded provider, keeps a window)."""
 
     replies: Iterable[Reply] = ()
     respond: Callable[[Request], Reply] | None = None
@@ -190,9 +192,15 @@ class RecordedUpstream:
     verify_replay: bool = False
     # The content of each response served whole (what a client may send back), in order.
     served: list[Served] = field(default_factory=list)
+    keep: int | None = None
 
     def __post_init__(self) -> None:
         self._queue: deque[Reply] = deque(self.replies)
+        if self.keep is not None:
+            # The same append/iterate/index interface, with the oldest dropped past ``keep``.
+            self.requests = deque(self.requests, maxlen=self.keep)  # type: ignore[assignment]
+            self.sent = deque(self.sent, maxlen=self.keep)  # type: ignore[assignment]
+            self.served = deque(self.served, maxlen=self.keep)  # type: ignore[assignment]
 
     def add(self, *replies: Reply) -> None:
         """Queue replies: each request is answered with the next one."""

@@ -83,3 +83,26 @@ def test_the_demo_server_mounts_it_beside_the_app():
         assert answer.status_code == 200 and b"response.completed" in answer.content
         page = httpx.get(server.url + "/accounts/login/")
         assert page.status_code == 200 and b"<form" in page.content
+
+
+def test_the_recorded_provider_remembers_a_window_not_everything(monkeypatch):
+    """It serves as long as the demo runs: what it remembers of requests, bodies and served
+    contents (for the replay check) stops at its window, the newest kept."""
+    import httpx
+
+    monkeypatch.setattr(recorded_provider, "KEPT", 2)
+    app = recorded_provider.app(pace=0)
+
+    async def ask(n: int) -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://upstream") as client:
+            for i in range(n):
+                response = await client.post(
+                    recorded_provider.PREFIX + "/openai/v1/responses",
+                    json={"model": "gpt-5-mini", "input": f"question {i}", "stream": True})
+                assert response.status_code == 200
+
+    async_to_sync(ask)(4)
+    assert len(app.requests) == len(app.sent) == 2
+    assert len(app.served) <= 2
+    assert b"question 3" in app.requests[-1].body and b"question 2" in app.requests[0].body
