@@ -58,7 +58,12 @@ def timestamp(field_name: str, description: str | None = None) -> Callable[[Any,
     @admin.display(description=description or field_name.replace("_", " "),
                    ordering=field_name)
     def column(model_admin: Any, obj: Any) -> str:
-        return when(getattr(obj, field_name))
+        value = getattr(obj, field_name)
+        if value is None:
+            return when(value)
+        # A <time> that does not wrap (a field's cell would be "nowrap"), with its instant.
+        return SafeString(f'<time class="nowrap" datetime="{value.isoformat()}">{when(value)}'
+                          "</time>")
 
     column.__name__ = f"{field_name}_when"
     return column

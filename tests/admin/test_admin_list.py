@@ -169,6 +169,15 @@ def test_when_is_local_time_to_the_second(settings):
     assert when(None) == "—"
 
 
+def test_a_timestamp_column_is_a_time_element_that_does_not_wrap():
+    conversation = Conversation.objects.create(title="t")
+    column = admin_list.timestamp("created_at")
+    cell = column(None, conversation)
+    assert cell == (f'<time class="nowrap" datetime="{conversation.created_at.isoformat()}">'
+                    f"{when(conversation.created_at)}</time>")
+    assert column.admin_order_field == "created_at" and column.short_description == "created at"
+
+
 def test_field_fast_paths_match_display_for_field():
     """Each type ``_shower`` shortcuts, over the values that matter, against Django's own."""
     from django.contrib.admin.utils import display_for_field
