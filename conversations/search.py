@@ -226,6 +226,14 @@ def retitle(conversation_id: Any, title: str) -> None:
 # -- reading -------------------------------------------------------------------------------------
 
 
+MIN_QUERY = 3  # characters: a trigram
+
+
+def _phrase(query: str) -> str:
+    """``query`` as one FTS5 phrase: with the trigram tokenizer, the substring itself."""
+    return '"' + query.replace('"', '""') + '"'
+
+
 def _like(query: str) -> str:
     return "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
 
@@ -236,17 +244,26 @@ def matching(query: str, using: str = "default") -> RawSQL:
     connection = connections[using]
     q = connection.ops.quote_name
     docs = q(SearchDoc._meta.db_table)
-    if connection.vendor == "sqlite" and len(query) >= 3:
-        phrase = '"' + query.replace('"', '""') + '"'
+    if connection.vendor == "sqlite" and len(query) >= MIN_QUERY:
         return RawSQL(
             f"SELECT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
-            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [phrase])
+            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [_phrase(query)])
     op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
     return RawSQL(f"SELECT {q('conversation_id')} FROM {docs} WHERE {q('body')} {op} %s "
                   f"ESCAPE '\\'{_apart(connection)}", [_like(query)])
 
 
-MIN_QUERY = 3  # characters: a trigram
+def any_match(query: str, using: str = "default") -> bool:
+    """Does any doc contain ``query``? On SQLite, one probe of the FTS index (the first
+    match, well under a millisecond either way); elsewhere True (PostgreSQL computes the
+    match set once, from its own index, and finds it empty as fast)."""
+    connection = connections[using]
+    if connection.vendor != "sqlite" or len(query) < MIN_QUERY:
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT 1",
+                       [_phrase(query)])
+        return cursor.fetchone() is not None
 
 
 def with_facet(kind: str, value: str, using: str = "default") -> RawSQL:
@@ -271,6 +288,10 @@ def filtered(qs: QuerySet[Conversation], *, query: str = "", provider: str = "",
     """``qs`` narrowed by the list's filters, each through its index. ``domain`` is a host name,
     lower-cased, without "www." (it matches that host and its subdomains)."""
     if len(query) >= MIN_QUERY:
+        if not any_match(query, qs.db):
+            # Nothing matches: no list query at all. SQLite would otherwise walk the whole
+            # order index testing each conversation against the empty match set.
+            return qs.none()
         qs = qs.filter(pk__in=matching(query, qs.db))
     elif query:
         # Shorter than a trigram: no index can answer it, and it matches nearly every text;

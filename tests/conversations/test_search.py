@@ -128,6 +128,19 @@ def test_filters_are_one_query_without_a_subquery_per_conversation(alice):
         assert search.FTS_TABLE in keyset and "MATCH" in keyset
 
 
+def test_a_search_that_matches_nothing_reads_no_list(alice):
+    """On SQLite an empty match set is known from one probe of the FTS index: the list is
+    not walked (PostgreSQL finds the empty set from its own index as fast)."""
+    build_conversation(owner=alice)
+    with CaptureQueriesContext(connection) as captured:
+        page = list_page(conversation_rows(alice, query="xyzzy-none"))
+    assert page.rows == []
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    if connection.vendor == "sqlite":
+        assert not [q for q in captured.captured_queries if f"FROM {table}" in q["sql"]]
+    assert len(list_page(conversation_rows(alice, query="sunny")).rows) == 1
+
+
 def test_snippet_marks_and_escapes():
     marked = search.snippet("a <script>alert(1)</script> then the Needle & more", "needle")
     assert marked == "a &lt;script&gt;alert(1)&lt;/script&gt; then the <mark>Needle</mark> " \
