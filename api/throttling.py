@@ -53,6 +53,18 @@ class WriteRateThrottle(UserRateThrottle):
     rate = os.environ.get("API_WRITE_RATE", "120/min")
 
 
+class WriteThrottled:
+    """A view mixin: requests of its ``write_methods`` are also under ``WriteRateThrottle``."""
+
+    write_methods: tuple[str, ...] = ("POST",)
+
+    def get_throttles(self) -> list[Any]:
+        found = list(super().get_throttles())  # type: ignore[misc]
+        if self.request.method in self.write_methods:  # type: ignore[attr-defined]
+            found.append(WriteRateThrottle())
+        return found
+
+
 class BulkImportRateThrottle(UserRateThrottle):
     """A bulk import: ingest and import requests from a token client (a script sending a
     history file by file), at ``settings.API_BULK_IMPORT_RATE`` (default 6000/min), in place of

@@ -47,7 +47,7 @@ from api.permissions import (
     can_read_native,
     visible_conversations,
 )
-from api.throttling import WriteRateThrottle, import_throttles
+from api.throttling import WriteRateThrottle, WriteThrottled, import_throttles
 from conversations import openwop, store, upload_limits, uploads
 from conversations.forking import fork
 from conversations.ingest import ResponseFile, ingest
@@ -160,7 +160,7 @@ class CapabilitiesView(APIView):
 # -- conversations -----------------------------------------------------------------------------
 
 
-class ConversationListView(ApiView):
+class ConversationListView(WriteThrottled, ApiView):
     permission_classes = [IsAuthenticated]
     pagination_class = ConversationCursorPagination
     serializer_class = s.ConversationSummarySerializer
@@ -188,10 +188,6 @@ class ConversationListView(ApiView):
         s.attach_models(page)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
-    def get_throttles(self) -> list[Any]:
-        if self.request.method == "POST":
-            return [*super().get_throttles(), WriteRateThrottle()]
-        return super().get_throttles()
 
     @extend_schema(
         operation_id="conversations_create",
@@ -208,8 +204,9 @@ class ConversationListView(ApiView):
         return _created(conversation, _summary(conversation))
 
 
-class ConversationDetailView(ApiView):
+class ConversationDetailView(WriteThrottled, ApiView):
     permission_classes = [CanSeeConversation]
+    write_methods = ("PATCH", "DELETE")
 
     @extend_schema(
         operation_id="conversations_retrieve",
@@ -226,10 +223,6 @@ class ConversationDetailView(ApiView):
             return [OwnsConversation()]
         return super().get_permissions()
 
-    def get_throttles(self) -> list[Any]:
-        if self.request.method in ("PATCH", "DELETE"):
-            return [*super().get_throttles(), WriteRateThrottle()]
-        return super().get_throttles()
 
     @extend_schema(
         operation_id="conversations_rename",

@@ -14,12 +14,12 @@ from django.urls import URLPattern, URLResolver, path
 
 from api import urls as api_urls
 from api.permissions import CanSeeConversation, OwnsConversation
-from api.throttling import WriteRateThrottle
+from api.throttling import WriteThrottled
 from api.views import ApiView, ConversationTurnsView
 from live.api import RerunMixin, StartTurnMixin, StopMixin
 
 
-class _Writes:
+class _Writes(WriteThrottled):
     """A POST is the conversation owner's only (``OwnsConversation``, as the API's own writes),
     under the write throttle."""
 
@@ -27,12 +27,6 @@ class _Writes:
         if self.request.method == "POST":  # type: ignore[attr-defined]
             return [OwnsConversation()]
         return list(super().get_permissions())  # type: ignore[misc]
-
-    def get_throttles(self) -> list[Any]:
-        found = super().get_throttles()  # type: ignore[misc]
-        if self.request.method == "POST":  # type: ignore[attr-defined]
-            return [*found, WriteRateThrottle()]
-        return list(found)
 
 
 class TurnsView(_Writes, StartTurnMixin, ConversationTurnsView):

@@ -198,3 +198,32 @@ def test_a_token_client_importing_in_bulk_has_its_own_higher_rate(alice_api, mon
                              content_type="application/octet-stream").status_code
               for _ in range(2)]
     assert ingest == [429, 429]  # the same bulk budget
+
+
+def test_creating_renaming_deleting_and_starting_turns_are_writes(alice, alice_api,
+                                                                  monkeypatch):
+    """Each write method of the conversation views is under the write rate; their reads are
+    not."""
+    from api.throttling import WriteRateThrottle
+    from conversations import store
+
+    monkeypatch.setattr(WriteRateThrottle, "rate", "2/min")
+    created = [alice_api.post("/api/v1/conversations", {}, format="json").status_code
+               for _ in range(3)]
+    assert created == [201, 201, 429]
+    from rest_framework.throttling import SimpleRateThrottle
+
+    def cache_clear() -> None:  # a new minute's budget (the counters' cache of this test)
+        SimpleRateThrottle.cache.clear()
+
+    cache_clear()
+    conversation = store.create_conversation(owner=alice, title="t")
+    url = f"/api/v1/conversations/{conversation.pk}"
+    renamed = [alice_api.patch(url, {"title": f"t{i}"}, format="json").status_code
+               for i in range(2)]
+    assert renamed == [200, 200]
+    assert alice_api.delete(url).status_code == 429  # the same write budget
+    assert all(alice_api.get(url).status_code == 200 for _ in range(4))  # reads are not writes
+    cache_clear()
+    turns = [alice_api.post(f"{url}/turns", {}, format="json").status_code for _ in range(3)]
+    assert turns[-1] == 429 and 429 not in turns[:2]
