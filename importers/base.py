@@ -17,11 +17,14 @@ A turn's responses are either
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
+import orjson
+
+from importers.jsonstream import array_elements
 from providers import WireContext
 from streams import parts
 from streams.errors import MalformedInput
@@ -125,6 +128,20 @@ Item = ImportedConversation | ExportDocument | Problem
 
 
 # -- helpers the importers share ------------------------------------------------------------------
+
+
+def exported_conversations(stream: BinaryIO, source: str,
+                           convert: Callable[[Any, str, int], Item]) -> Iterator[Item]:
+    """Every conversation of a chat app's export (one top-level array), streamed: each element
+    through ``convert(element, source, line)``; an element that is not JSON is a ``Problem``
+    at its line, and the others are read on."""
+    for raw, line in array_elements(stream, source=source):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield Problem(source, f"not JSON ({exc.msg})", line + exc.lineno - 1)
+            continue
+        yield convert(obj, source, line)
 
 
 def message_parts(key: str, text: str) -> tuple[parts.Part, ...]:

@@ -42,10 +42,10 @@ from importers.base import (
     Item,
     PartsResponse,
     Problem,
+    exported_conversations,
     text_of,
     timestamp,
 )
-from importers.jsonstream import array_elements
 from streams import parts
 from streams.registries import ACTIVITY_NAMES, END_REASONS
 
@@ -68,13 +68,7 @@ SUMMARY_LIMIT = 200
 
 def read(stream: BinaryIO, source: str) -> Iterator[Item]:
     """Every conversation of an export, streamed: one element of the array at a time."""
-    for raw, line in array_elements(stream, source=source):
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield Problem(source, f"not JSON ({exc.msg})", line + exc.lineno - 1)
-            continue
-        yield convert(obj, source, line)
+    return exported_conversations(stream, source, convert)
 
 
 def looks_like(obj: Any) -> bool:
