@@ -229,6 +229,31 @@ def retitle(conversation_id: Any, title: str) -> None:
 MIN_QUERY = 3  # characters: a trigram
 
 
+def source_conversations(query: str, limit: int, using: str = "default") -> list[Any] | None:
+    """The conversations citing a source whose title or URL contains ``query`` (the source
+    docs, through the index), when there are at most ``limit``; None when there are more, or
+    ``query`` is too short for a trigram. The admin narrows its search of sources with it."""
+    if len(query) < MIN_QUERY:
+        return None
+    connection = connections[using]
+    q = connection.ops.quote_name
+    docs = q(SearchDoc._meta.db_table)
+    if connection.vendor == "sqlite":
+        sql = (f"SELECT DISTINCT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
+               f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s AND d.{q('source')} = %s "
+               "LIMIT %s")
+        params = [_phrase(query), SearchDoc.Source.SOURCE, limit + 1]
+    else:
+        op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
+        sql = (f"SELECT DISTINCT {q('conversation_id')} FROM {docs} WHERE {q('source')} = %s "
+               f"AND {q('body')} {op} %s ESCAPE '\\' LIMIT %s")
+        params = [SearchDoc.Source.SOURCE, _like(query), limit + 1]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = [row[0] for row in cursor.fetchall()]
+    return None if len(found) > limit else found
+
+
 def _phrase(query: str) -> str:
     """``query`` as one FTS5 phrase: with the trigram tokenizer, the substring itself."""
     return '"' + query.replace('"', '""') + '"'

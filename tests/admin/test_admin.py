@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from conversations import search
 from conversations.admin import decodes, human_size
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 
@@ -49,6 +50,7 @@ def populate(n: int) -> Conversation:
         Attribution(event=events[i], ordinal=0, url=f"https://s{i}.example.com/p",
                     domain=f"s{i}.example.com", title=f"source {i}", replay=payloads[i])
         for i in range(n)])
+    search.rebuild()  # the derived search tables, as the store would have kept them
     return conversation
 
 
@@ -397,3 +399,31 @@ def test_a_filtered_list_is_read_in_order_from_an_index(admin_client, model, que
             # incomplete rows: SQLite reads those rows, which are the count anyway).
             if sql in counts and "incomplete" not in query:
                 assert "COVERING INDEX" in plan, plan
+
+
+def test_a_source_search_narrows_to_the_conversations_citing_the_word(admin_client,
+                                                                      monkeypatch):
+    """The rows a text search of sources finds are the same whether it narrows through the
+    search index or compares every source; a word no source has reads no source."""
+    from conversations import admin as conversation_admin
+
+    populate(4)
+    populate(3)
+    url = reverse("admin:conversations_attribution_changelist")
+
+    def found(term: str) -> tuple[list[int], list[str]]:
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.get(url, {"q": term})
+        rows = sorted(a.pk for a in response.context["cl"].result_list)
+        scans = [q["sql"] for q in captured.captured_queries
+                 if 'FROM "conversations_attribution"' in q["sql"] and "LIKE" in q["sql"]]
+        return rows, scans
+
+    for term in ("s2.example", "source 3", "example.com/p", "source", "nowhere-at-all", "s"):
+        monkeypatch.setattr(conversation_admin, "NARROW_TO", 0)
+        wide, _ = found(term)
+        monkeypatch.setattr(conversation_admin, "NARROW_TO", 2_000)
+        narrow, _ = found(term)
+        assert narrow == wide, term
+    assert found("s2.example")[0] and not found("nowhere-at-all")[0]
+    assert not found("nowhere-at-all")[1]  # known from the index: no source compared
