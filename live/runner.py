@@ -272,6 +272,11 @@ class TurnRunner:
         self._due = 0.0
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
+        # The heartbeat task, and what keeps one of its beats from landing after the finish
+        # (which deletes the turn's heartbeat): a beat writes under the lock, while beating.
+        self._beat_task: asyncio.Task[None] | None = None
+        self._beat_lock = asyncio.Lock()
+        self._beating = True
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -305,7 +310,7 @@ class TurnRunner:
             await self._announce(opened)
         else:
             await self._start(prompt, recording)
-        beat = asyncio.create_task(self._heartbeat())
+        beat = self._beat_task = asyncio.create_task(self._heartbeat())
         stream = self.stream
         try:
             for response in responses:
@@ -592,6 +597,7 @@ class TurnRunner:
         assert self.turn is not None
         if status == "streaming":  # the builder never heard an end: the stream was cut
             status, end_reason = "interrupted", "interrupted"
+        await self._stop_heartbeat()
         await self._store(finish={"status": status, "end_reason": end_reason,
                                   "responses": self.builder.responses})
         await _cache(streaming.drop_tail, self.turn.pk)
@@ -633,7 +639,18 @@ class TurnRunner:
         assert self.turn is not None
         while True:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
-            await self._beat()
+            async with self._beat_lock:
+                if not self._beating:
+                    return
+                await self._beat()
+
+    async def _stop_heartbeat(self) -> None:
+        """No beat after this returns: one being written lands first (a cancelled await of a
+        database call would not stop its thread, and its row would outlive the finish)."""
+        self._beating = False
+        async with self._beat_lock:
+            if self._beat_task is not None:
+                self._beat_task.cancel()
 
 
 def _fail(turn: Turn, code: str, message: str) -> list[Event]:

@@ -64,3 +64,24 @@ def test_a_silent_runner_is_reaped(owner):
         beat_at=timezone.now() - timedelta(seconds=streaming.HEARTBEAT_TTL + 1))
     assert [t.pk for t in recovery.reap_orphans(conversation.pk, force=True)] == [turn.pk]
     assert not Heartbeat.objects.filter(turn=turn).exists()
+
+
+def test_a_beat_being_written_when_the_turn_finishes_does_not_outlive_it(owner, monkeypatch):
+    """The finish deletes the turn's heartbeat: a beat whose database write is still running
+    then (its thread is not stopped by a cancel) must land before it, not after."""
+    monkeypatch.setattr(streaming, "HEARTBEAT_EVERY", 0.005)
+    slow_beat = recovery.beat
+
+    def beat(turn_id, info):
+        time.sleep(0.05)  # a database under load: the write is in flight for a while
+        slow_beat(turn_id, info)
+
+    monkeypatch.setattr(recovery, "beat", beat)
+    [(_sample, source, _created)] = bundled.load(owner, only=["anthropic-tides"])
+    for _ in range(3):
+        target = runner.create_replay_target(source, owner)
+        async_to_sync(runner.replay)(source, target, speed=50)
+        time.sleep(0.1)  # any write still in flight has landed
+        agent = target.turns.get(role="agent")
+        assert agent.status == "complete"
+        assert not Heartbeat.objects.filter(turn=agent).exists()
