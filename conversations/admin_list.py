@@ -36,7 +36,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -79,19 +78,13 @@ class LeanChangeList(ChangeList):
         if extra and isinstance(self.result_list, QuerySet):
             self.result_list = self.result_list.annotate(**extra)
 
-    @cached_property
+    @property
     def change_url(self) -> str:
         """The change page's URL with ``_MARK`` for the key (NoReverseMatch: none)."""
-        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-                       args=(_MARK,), current_app=self.model_admin.admin_site.name)
+        return change_pattern(self.model, self.model_admin.admin_site.name)
 
     def url_for_result(self, result: Any) -> str:
-        return self.change_url.replace(_MARK, row_key(result, self.pk_attname), 1)
-
-
-def row_key(result: Any, attname: str) -> str:
-    """The row's key as reverse() puts it in the path."""
-    return path_key(getattr(result, attname))
+        return self.change_url.replace(_MARK, path_key(getattr(result, self.pk_attname)), 1)
 
 
 def path_key(pk: Any) -> str:
@@ -100,17 +93,21 @@ def path_key(pk: Any) -> str:
 
 
 def change_url(model: type[models.Model], pk: Any) -> str:
-    """reverse("admin:<app>_<model>_change", args=[pk]) for a link in a list cell, from
-    a URL reversed once per model and URL configuration."""
+    """reverse("admin:<app>_<model>_change", args=[pk]) for a link in a list cell."""
+    return change_pattern(model).replace(_MARK, path_key(pk), 1)
+
+
+def change_pattern(model: type[models.Model], current_app: str | None = None) -> str:
+    """The model's admin change URL with ``_MARK`` for the key, reversed once per model, URL
+    configuration and admin site (not once per row)."""
     opts = model._meta
-    pattern = _change_pattern(f"admin:{opts.app_label}_{opts.model_name}_change",
-                              get_script_prefix(), get_urlconf())
-    return pattern.replace(_MARK, path_key(pk), 1)
+    return _change_pattern(f"admin:{opts.app_label}_{opts.model_name}_change",
+                           get_script_prefix(), get_urlconf(), current_app)
 
 
 @functools.lru_cache(maxsize=64)
-def _change_pattern(viewname: str, prefix: str, urlconf: Any) -> str:
-    return reverse(viewname, args=(_MARK,), urlconf=urlconf)
+def _change_pattern(viewname: str, prefix: str, urlconf: Any, current_app: str | None) -> str:
+    return reverse(viewname, args=(_MARK,), urlconf=urlconf, current_app=current_app)
 
 
 class LeanListAdmin(admin.ModelAdmin):
@@ -271,7 +268,7 @@ class _Link:
 
     def wrap(self, obj: Any, text: Any) -> str:
         assert self.url is not None
-        href = self.url.replace(_MARK, row_key(obj, self.pk_attname), 1)
+        href = self.url.replace(_MARK, path_key(getattr(obj, self.pk_attname)), 1)
         opener = ""
         if self.popup:
             opener = format_html(' data-popup-opener="{}"', obj.serializable_value(self.attname))
