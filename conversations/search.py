@@ -235,21 +235,10 @@ def source_conversations(query: str, limit: int, using: str = "default") -> list
     ``query`` is too short for a trigram. The admin narrows its search of sources with it."""
     if len(query) < MIN_QUERY:
         return None
-    connection = connections[using]
-    q = connection.ops.quote_name
-    docs = q(SearchDoc._meta.db_table)
-    if connection.vendor == "sqlite":
-        sql = (f"SELECT DISTINCT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
-               f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s AND d.{q('source')} = %s "
-               "LIMIT %s")
-        params = [_phrase(query), SearchDoc.Source.SOURCE, limit + 1]
-    else:
-        op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
-        sql = (f"SELECT DISTINCT {q('conversation_id')} FROM {docs} WHERE {q('source')} = %s "
-               f"AND {q('body')} {op} %s ESCAPE '\\' LIMIT %s")
-        params = [SearchDoc.Source.SOURCE, _like(query), limit + 1]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    docs = matching(query, using, source=SearchDoc.Source.SOURCE)
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT m.conversation_id FROM ({docs.sql}) m LIMIT %s",
+                       [*docs.params, limit + 1])
         found = [row[0] for row in cursor.fetchall()]
     return None if len(found) > limit else found
 
@@ -263,19 +252,21 @@ def _like(query: str) -> str:
     return "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
 
 
-def matching(query: str, using: str = "default") -> RawSQL:
+def matching(query: str, using: str = "default", source: str = "") -> RawSQL:
     """SQL for the ids of the conversations with a doc containing ``query`` (case-insensitive),
-    for ``pk__in``."""
+    for ``pk__in``; ``source``: only docs of that source (``SearchDoc.Source``)."""
     connection = connections[using]
     q = connection.ops.quote_name
     docs = q(SearchDoc._meta.db_table)
+    of_source, source_params = (f" AND d.{q('source')} = %s", [source]) if source else ("", [])
     if connection.vendor == "sqlite" and len(query) >= MIN_QUERY:
         return RawSQL(
             f"SELECT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
-            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [_phrase(query)])
+            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s{of_source}",
+            [_phrase(query), *source_params])
     op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
-    return RawSQL(f"SELECT {q('conversation_id')} FROM {docs} WHERE {q('body')} {op} %s "
-                  f"ESCAPE '\\'{_apart(connection)}", [_like(query)])
+    return RawSQL(f"SELECT d.{q('conversation_id')} FROM {docs} d WHERE d.{q('body')} {op} %s "
+                  f"ESCAPE '\\'{of_source}{_apart(connection)}", [_like(query), *source_params])
 
 
 def any_match(query: str, using: str = "default") -> bool:
