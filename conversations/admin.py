@@ -249,7 +249,6 @@ def pretty_json(text: str) -> str:
         return pretty_json_prefix(text)
 
 
-
 class KeySearch(admin.ModelAdmin):
     """Search by key as well as by text: a term equal to one of ``key_search_fields`` finds
     its rows through that field's index. Django's "=field" search is a case-insensitive match
@@ -324,9 +323,10 @@ class ReadOnlyAdmin(KeySearch, LeanListAdmin):
 # -- conversations and turns -------------------------------------------------------------------
 
 
-def conversation_label(obj: Turn | Event) -> str:
-    """How a list row names its conversation (``str(conversation)``), from the title the list
-    annotates rather than a conversation object per row."""
+@admin.display(description="conversation", ordering="conversation")
+def conversation_label(model_admin: Any, obj: Turn | Event) -> str:
+    """A list column naming the row's conversation (``str(conversation)``), from the title the
+    list annotates rather than a conversation object per row."""
     title = getattr(obj, "conversation_title", None)
     if title is None:
         return str(obj.conversation)
@@ -431,6 +431,7 @@ class TurnAdmin(ReadOnlyAdmin):
                     "provider", "model", "created_at_when")
     created_at_when = timestamp("created_at")
     list_select_related = ()  # the row's conversation title is annotated (conversation_label)
+    conversation_label = conversation_label
     list_filter = ("role", "status", ProvenanceProviderFilter)
     search_fields = ("model",)
     key_search_fields = ("conversation__id",)
@@ -440,10 +441,6 @@ class TurnAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Turn]:
         return super().get_queryset(request).defer("responses")
-
-    @admin.display(description="conversation", ordering="conversation")
-    def conversation_label(self, obj: Turn) -> str:
-        return conversation_label(obj)
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         return lookup in {"conversation__id__exact"} or super().lookup_allowed(
@@ -469,10 +466,10 @@ class EventKindFilter(admin.SimpleListFilter):
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
     list_display = ("seq", "kind", "conversation_label", "turn_index", "text_preview",
-                    "incomplete",
-                    "activity_id", "payload_link", "created_at_when")
+                    "incomplete", "activity_id", "payload_link", "created_at_when")
     created_at_when = timestamp("created_at")
     list_select_related = ()  # what a row shows of its conversation and turn is annotated
+    conversation_label = conversation_label
     list_filter = (EventKindFilter, "incomplete")
     search_fields = ()
     key_search_fields = ("conversation__id", "activity_id", "id")
@@ -489,10 +486,6 @@ class EventAdmin(ReadOnlyAdmin):
     list_annotations = {"text_head": Substr("text", 1, TEXT_PREVIEW * 2),
                         "turn_number": F("turn__index"),
                         "conversation_title": F("conversation__title")}
-
-    @admin.display(description="conversation", ordering="conversation")
-    def conversation_label(self, obj: Event) -> str:
-        return conversation_label(obj)
 
     @admin.display(description="body")
     def body_view(self, obj: Event) -> str:
