@@ -273,10 +273,9 @@ class TurnRunner:
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
         # The heartbeat task, and what keeps one of its beats from landing after the finish
-        # (which deletes the turn's heartbeat): a beat writes under the lock, while beating.
+        # (which deletes the turn's heartbeat): a beat writes under the lock.
         self._beat_task: asyncio.Task[None] | None = None
         self._beat_lock = asyncio.Lock()
-        self._beating = True
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -640,14 +639,12 @@ class TurnRunner:
         while True:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
             async with self._beat_lock:
-                if not self._beating:
-                    return
                 await self._beat()
 
     async def _stop_heartbeat(self) -> None:
         """No beat after this returns: one being written lands first (a cancelled await of a
-        database call would not stop its thread, and its row would outlive the finish)."""
-        self._beating = False
+        database call would not stop its thread, and its row would outlive the finish). The
+        task is cancelled while this holds the lock, so it is asleep or waiting for it."""
         async with self._beat_lock:
             if self._beat_task is not None:
                 self._beat_task.cancel()
