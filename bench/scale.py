@@ -17,7 +17,7 @@ no network), the median of ``--repeat`` runs after one warm-up:
 * text search with a hit and with none, the cited-domain filter (the most cited domain),
 * the API list, the admin changelists (conversations, turns, events, attributions, payloads),
   and the admin's filters and searches (event kind and incomplete, payload provider, a cited
-  domain, a key),
+  domain, a word of the sources' titles, a key),
 * the process's peak RSS,
 
 each as wall and CPU time (the server's own time: on a loaded machine wall time is mostly the
@@ -183,6 +183,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
     domain = (FacetCount.objects.filter(kind=search.DOMAIN).order_by("-conversations")
               .values_list("value", flat=True).first()) or "example.com"
     hit = _search_word()
+    source_word = _search_word(SearchDoc.Source.SOURCE)
     hits = Conversation.objects.filter(pk__in=search.matching(hit)).count()
     cited = Conversation.objects.filter(pk__in=search.with_facet(search.SITE, domain)).count()
     targets = {
@@ -211,6 +212,8 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
                                             f"{admin_pages}/providerpayload/?provider=google"),
         "admin attributions, domain search": (admin, f"{admin_pages}/attribution/?"
                                               + urlencode({"q": f"domain:{domain}"})),
+        "admin attributions, text search": (admin, f"{admin_pages}/attribution/?"
+                                            + urlencode({"q": source_word})),
     })
     results = {name: _timed(client, url, repeat) for name, (client, url) in targets.items()}
     # Ratios on CPU time: on a loaded machine wall time is mostly waiting for a core.
@@ -220,6 +223,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "database": connection.vendor, "conversations": Conversation.objects.count(),
         "search_docs": SearchDoc.objects.count(), "query": hit, "domain": domain,
+        "source_query": source_word,
         "requests": results,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -227,17 +231,20 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
     return out
 
 
-def _search_word() -> str:
-    """A word of at least seven letters from a message in the middle of the store: a query
-    that some conversations match, and most do not."""
+def _search_word(source: str = "message") -> str:
+    """A word of at least seven letters from a doc of ``source`` (a message; a cited source's
+    title and URL) in the middle of the store: a query that some conversations match, and
+    most do not."""
     import re
 
     from conversations.models import SearchDoc
 
     count = SearchDoc.objects.count()
     for offset in range(count // 2, count, max(count // 50, 1)):
-        body = (SearchDoc.objects.filter(source=SearchDoc.Source.MESSAGE, id__gte=offset)
+        body = (SearchDoc.objects.filter(source=source, id__gte=offset)
                 .order_by("id").values_list("body", flat=True).first())
+        if source == SearchDoc.Source.SOURCE:
+            body = (body or "").split("\n")[0]  # the title (a source doc is title, then URL)
         words = re.findall(r"[A-Za-z]{7,}", body or "")
         if words:
             return max(words, key=len)
@@ -291,7 +298,8 @@ def report(size: int, backend: str, built: dict[str, Any], figures: dict[str, An
               f"{'' if backend != 'sqlite' or rate >= INGEST_TARGET else '  (wall: missed)'}")
     else:
         print("store: cached (built earlier)")
-    print(f"search query {figures['query']!r}, domain {figures['domain']!r}")
+    print(f"search query {figures['query']!r}, domain {figures['domain']!r}, "
+          f"source search {figures['source_query']!r}")
     print(f"{'request':34} {'wall ms':>8} {'cpu ms':>8} {'db ms':>8} {'x floor':>8}"
           "  (ratio and targets on CPU time)")
     for name, row in figures["requests"].items():

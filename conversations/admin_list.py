@@ -74,6 +74,12 @@ class LeanChangeList(ChangeList):
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
+        # A paginator may read its pages from a reordered queryset (``rows``: the same rows in
+        # the same order, read another way); Django reads a list of one page, or "show all",
+        # from the changelist's queryset itself.
+        rows = getattr(self.paginator, "rows", self.queryset)
+        if rows is not self.queryset and not self.result_list.query.is_sliced:
+            self.result_list = rows._clone()
         extra = getattr(self.model_admin, "list_annotations", None)
         if extra and isinstance(self.result_list, QuerySet):
             self.result_list = self.result_list.annotate(**extra)

@@ -109,3 +109,22 @@ def test_0011_drops_the_indexes_a_composite_one_leads_with_and_back():
     from conversations.models import Conversation
 
     assert Conversation.objects.get(pk=kept.pk).title == "kept"  # the table was not remade
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0012_trigram_indexes_of_sources_on_postgresql_only_and_back():
+    def trigram_indexes() -> set[str]:
+        with connection.cursor() as cursor:
+            names = connection.introspection.get_constraints(cursor, "conversations_attribution")
+        return {name for name in names if name.endswith("_trgm")}
+
+    made = {"attribution_url_trgm", "attribution_title_trgm"}
+    assert trigram_indexes() == (made if connection.vendor == "postgresql" else set())
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate([("conversations", "0011_admin_filter_indexes")])
+        assert trigram_indexes() == set()
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert trigram_indexes() == (made if connection.vendor == "postgresql" else set())
