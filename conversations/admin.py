@@ -617,8 +617,11 @@ class AttributionAdmin(ReadOnlyAdmin):
         # every source's title and URL is, a scan). A common word finds its page by that scan
         # quickly anyway.
         for word in search_words(term):
-            cited_in = source_conversations(word, NARROW_TO, queryset.db)
-            if cited_in is not None:
+            narrowed = source_conversations(word, NARROW_TO, queryset.db)
+            if narrowed is not None:
+                citing, cited_in = narrowed
+                if not citing:
+                    return queryset.none(), False
                 found = found.filter(event__conversation_id__in=cited_in)
         return found, duplicates
 
