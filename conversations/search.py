@@ -52,6 +52,7 @@ DOMAIN, SITE, PROVIDER, MODEL = "domain", "site", "provider", "model"
 COUNTED = (DOMAIN, PROVIDER, MODEL)  # the kinds the filter choices list
 _VALUE_LENGTH = ConversationFacet._meta.get_field("value").max_length
 FTS_TABLE = "conversations_searchdoc_fts"
+SOURCE_FTS_TABLE = "conversations_attribution_fts"  # the admin's search of sources (0012)
 
 # -- what a write indexes ------------------------------------------------------------------------
 
@@ -229,21 +230,22 @@ def retitle(conversation_id: Any, title: str) -> None:
 MIN_QUERY = 3  # characters: a trigram
 
 
-def source_conversations(query: str, limit: int,
-                         using: str = "default") -> tuple[int, RawSQL] | None:
-    """How many conversations cite a source whose title or URL contains ``query`` (the source
-    docs, through the index), and SQL for them, for ``__in``, when there are at most ``limit``;
-    None when there are more, or ``query`` is too short for a trigram. The admin narrows its
-    search of sources with it. SQL, not the list: the database reads the few docs again faster
-    than it binds a list of thousands of keys (twice, for the count and the page)."""
-    if len(query) < MIN_QUERY:
+def source_matching(query: str, limit: int, using: str = "default") -> RawSQL | None:
+    """SQL for the ids of the sources (``Attribution``) whose URL or title contains ``query``
+    (case-insensitive), for ``pk__in``, through SQLite's FTS index of them (migration 0012),
+    when at most ``limit`` do. None where ``icontains`` is served as it is (PostgreSQL's
+    trigram indexes), for a query shorter than a trigram, and for a common one: its first
+    page is found sooner by reading the list in order and testing each source (most pass)
+    than through a list of every match (all 384k for "https": 430 ms against 40)."""
+    if connections[using].vendor != "sqlite" or len(query) < MIN_QUERY:
         return None
-    docs = matching(query, using, source=SearchDoc.Source.SOURCE)
+    sql = f"SELECT rowid FROM {SOURCE_FTS_TABLE} WHERE {SOURCE_FTS_TABLE} MATCH %s"
+    params = [_phrase(query)]
     with connections[using].cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM (SELECT DISTINCT m.conversation_id FROM "
-                       f"({docs.sql}) m LIMIT %s)", [*docs.params, limit + 1])
-        found = cursor.fetchone()[0]
-    return None if found > limit else (found, docs)
+        cursor.execute(f"SELECT COUNT(*) FROM ({sql} LIMIT %s)", [*params, limit + 1])
+        if cursor.fetchone()[0] > limit:
+            return None
+    return RawSQL(sql, params)
 
 
 def _phrase(query: str) -> str:
