@@ -182,7 +182,7 @@ def matches_sorted(qs: QuerySet) -> QuerySet:
                                     nulls_last=item.nulls_last))
         else:
             return qs  # an order this cannot rewrite: left to the planner
-    return qs.order_by(*ordering)
+    return qs.order_by(*ordering) if ordering else qs
 
 
 def _counted_column(qs: QuerySet) -> str:

@@ -257,21 +257,19 @@ def _like(query: str) -> str:
     return "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
 
 
-def matching(query: str, using: str = "default", source: str = "") -> RawSQL:
+def matching(query: str, using: str = "default") -> RawSQL:
     """SQL for the ids of the conversations with a doc containing ``query`` (case-insensitive),
-    for ``pk__in``; ``source``: only docs of that source (``SearchDoc.Source``)."""
+    for ``pk__in``."""
     connection = connections[using]
     q = connection.ops.quote_name
     docs = q(SearchDoc._meta.db_table)
-    of_source, source_params = (f" AND d.{q('source')} = %s", [source]) if source else ("", [])
     if connection.vendor == "sqlite" and len(query) >= MIN_QUERY:
         return RawSQL(
             f"SELECT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
-            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s{of_source}",
-            [_phrase(query), *source_params])
+            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [_phrase(query)])
     op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
     return RawSQL(f"SELECT d.{q('conversation_id')} FROM {docs} d WHERE d.{q('body')} {op} %s "
-                  f"ESCAPE '\\'{of_source}{_apart(connection)}", [_like(query), *source_params])
+                  f"ESCAPE '\\'{_apart(connection)}", [_like(query)])
 
 
 def any_match(query: str, using: str = "default") -> bool:
