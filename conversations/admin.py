@@ -43,7 +43,7 @@ from conversations.models import (
     ProviderPayload,
     Turn,
 )
-from conversations.search import PROVIDER, source_matching
+from conversations.search import PROVIDER, source_count, source_ids
 from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
@@ -135,6 +135,8 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
+        if self.known_count is not None:
+            return self.known_count
         qs = self.object_list
         if not isinstance(qs, QuerySet):
             return super().count
@@ -160,6 +162,8 @@ class EstimatedCountPaginator(Paginator):
         return super().page(number)
 
     searched = False  # a search's list: set by ``KeySearch.get_paginator``
+    # The count, when the search has already learnt it from its index (``KNOWN_COUNT``).
+    known_count: int | None = None
 
 
 def matches_sorted(qs: QuerySet) -> QuerySet:
@@ -328,7 +332,13 @@ class KeySearch(admin.ModelAdmin):
                                           allow_empty_first_page)
         if isinstance(paginator, EstimatedCountPaginator):
             paginator.searched = bool(request.GET.get(SEARCH_VAR, "").strip())
+            paginator.known_count = getattr(request, KNOWN_COUNT, None)
         return paginator
+
+
+# A request attribute: the list's count, set by a search that learnt it from its index (the
+# paginator is made from the request, after the search, and sees nothing else of it).
+KNOWN_COUNT = "turnscope_known_count"
 
 
 def search_words(term: str) -> list[str]:
@@ -612,14 +622,34 @@ class AttributionAdmin(ReadOnlyAdmin):
             if not DOMAIN.match(domain):
                 return queryset.none(), False
             return queryset.filter(domain__in=cited_domains(domain)), False
-        return super().get_search_results(request, queryset, search_term)
+        words = search_words(term)
+        if len(words) != 1 or self.key_search_fields:
+            return super().get_search_results(request, queryset, search_term)
+        found, indexed = self._source_matches(words[0], queryset.db)
+        if (indexed is not None and indexed > COUNT_LIMIT and words[0].isascii()
+                and not queryset.query.where):
+            # The whole list searched for a common word: its index has already counted past
+            # the limit, and a count over the LIKE would read sources until it found as many
+            # (20 ms for a word in 1 source in 25, at 384k). Not for a non-ASCII word: the
+            # index folds its case, LIKE does not, and finds fewer. (An ASCII word differs only
+            # where a source spells it with a letter that folds to ASCII, the Kelvin sign "K"
+            # for "k": at worst the last of 100 pages is short.)
+            setattr(request, KNOWN_COUNT, CountAtLeast(COUNT_LIMIT))
+        return queryset.filter(found), False
 
     def word_matches(self, word: str, using: str) -> Q:
-        # On SQLite through the FTS index of URLs and titles, unless the word is common
-        # (PostgreSQL's trigram indexes serve icontains as it is): a scan of every source was
-        # 130 ms at 384k.
-        indexed = source_matching(word, COUNT_LIMIT, using)
-        return Q(pk__in=indexed) if indexed is not None else super().word_matches(word, using)
+        return self._source_matches(word, using)[0]
+
+    def _source_matches(self, word: str, using: str) -> tuple[Q, int | None]:
+        """The sources with ``word`` in their URL or title, and how many SQLite's index of
+        them holds, up to ``COUNT_LIMIT + 1`` (None: not asked). Through that index for a word
+        at most ``COUNT_LIMIT`` sources have (a scan of every source was 130 ms at 384k); a
+        common word reads the list in order, testing each (PostgreSQL's trigram indexes serve
+        icontains as it is)."""
+        indexed = source_count(word, COUNT_LIMIT, using)
+        if indexed is not None and indexed <= COUNT_LIMIT:
+            return Q(pk__in=source_ids(word)), indexed
+        return super().word_matches(word, using), indexed
 
     @admin.display(description="url", ordering="url")
     def url_preview(self, obj: Attribution) -> str:

@@ -4,6 +4,7 @@ does not grow with the number of rows."""
 from __future__ import annotations
 
 import re
+from typing import Any
 import uuid
 
 import orjson
@@ -434,7 +435,7 @@ def test_a_source_search_through_its_index_finds_what_icontains_finds(admin_clie
                                                  for word in conversation_admin.search_words(term)):
             assert any(search.SOURCE_FTS_TABLE in sql for sql in queries), term
         with monkeypatch.context() as scanned:
-            scanned.setattr(conversation_admin, "source_matching", lambda word, limit, using: None)
+            scanned.setattr(conversation_admin, "source_count", lambda word, limit, using: None)
             assert found(term)[0] == indexed, term
     assert found("s2.example")[0] and not found("nowhere-at-all")[0]
     # Case folds beyond ASCII, as on PostgreSQL (SQLite's LIKE folds ASCII only).
@@ -445,6 +446,38 @@ def test_a_source_search_through_its_index_finds_what_icontains_finds(admin_clie
         assert len(common) == 7
         listed = [sql for sql in queries if sql.startswith('SELECT "conversations_attribution"')]
         assert listed and search.SOURCE_FTS_TABLE not in listed[0] and "LIKE" in listed[0]
+
+
+def test_a_common_word_is_counted_by_the_index_of_sources(admin_client, monkeypatch):
+    """A search of the whole list for one word more sources have than a count goes to reads
+    "N+" from the index's own bounded count, with no count over the LIKE; a filtered list, a
+    non-ASCII word or two words are counted as any search is."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's FTS index of sources")
+    from conversations import admin as conversation_admin
+
+    populate(4)
+    populate(3)
+    retitle("source 2", "Ünïcode source 2")  # two sources each
+    retitle("source 1", "Ünïcode source 1")
+    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 2)
+    url = reverse("admin:conversations_attribution_changelist")
+
+    def listed(params: dict[str, str]) -> tuple[Any, list[str]]:
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.get(url, params)
+        return response, [q["sql"] for q in captured.captured_queries]
+
+    response, queries = listed({"q": "source"})
+    assert response.context["cl"].result_count == 2
+    assert isinstance(response.context["cl"].result_count, conversation_admin.CountAtLeast)
+    assert b"2+ results" in response.content
+    assert not [sql for sql in queries if "COUNT" in sql and "LIKE" in sql]
+    assert len(response.context["cl"].result_list) == 7
+    for params in ({"q": "source", "incomplete__exact": "0"}, {"q": "ünïcode"},
+                   {"q": "source example"}):
+        queries = listed(params)[1]
+        assert [sql for sql in queries if "COUNT" in sql and "LIKE" in sql], params
 
 
 def test_the_index_of_sources_follows_their_writes_and_deletes():
