@@ -4,8 +4,8 @@ does not grow with the number of rows."""
 from __future__ import annotations
 
 import re
-from typing import Any
 import uuid
+from typing import Any
 
 import orjson
 import pytest
