@@ -120,6 +120,30 @@ def test_page_work_does_not_grow_with_the_conversation(client, long_db, alice):
     assert peak < 20 * 1024 * 1024, f"{peak / 2**20:.1f} MB for one page"
 
 
+def test_a_cold_page_caches_what_it_rendered_in_one_transaction(client, alice, settings):
+    """The first view of a window renders its turns and caches their fragments and message
+    HTML with the same few statements however many turns it shows (a commit per turn was
+    most of a cold page's time on PostgreSQL); the next view reads them back."""
+    from conversations.models import RenderedHTML, TurnFragment
+
+    client.force_login(alice)
+    counts = []
+    for size in (6, 24):
+        settings.TURNSCOPE_PAGE_TURNS = size
+        conversation = build_long_conversation(size, owner=alice)
+        url = reverse("conversation-detail", args=[conversation.pk])
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        counts.append(len(queries))
+        turns = conversation.turns.all()
+        assert TurnFragment.objects.filter(turn__in=turns).count() == size
+        assert RenderedHTML.objects.filter(event__conversation=conversation).count() == size
+        with CaptureQueriesContext(connection) as warm:
+            client.get(url)
+        assert not [q for q in warm.captured_queries if q["sql"].startswith("INSERT")]
+    assert counts[0] == counts[1]
+
+
 def test_a_streaming_turn_at_the_end_is_in_the_window(client, long_db):
     owner, conversation = long_db  # the test's transaction takes the new turn away again
     [(turn, _)] = store.open_turns(conversation, [store.NewTurn(
