@@ -81,8 +81,18 @@ class LeanChangeList(ChangeList):
         if rows is not self.queryset and not self.result_list.query.is_sliced:
             self.result_list = rows._clone()
         extra = getattr(self.model_admin, "list_annotations", None)
-        if extra and isinstance(self.result_list, QuerySet):
-            self.result_list = self.result_list.annotate(**extra)
+        if extra and isinstance(self.result_list, QuerySet) and not self.list_editable:
+            self.result_list = self._annotated(self.result_list, extra)
+
+    def _annotated(self, page: QuerySet, extra: dict[str, Any]) -> list[Any]:
+        """The page's rows with what they show of other rows: the page's keys in the list's
+        order first, then those rows with the annotations' joins. One query would join
+        before it sorts, where the order is a sort (a search's matches), so once per match,
+        not per row shown: 3,125 events read to show 100 sources."""
+        keys = list(page.values_list("pk", flat=True))
+        rows = self.apply_select_related(self.root_queryset).filter(pk__in=keys).order_by()
+        by_key = {row.pk: row for row in rows.annotate(**extra)}
+        return [by_key[key] for key in keys if key in by_key]
 
     @property
     def change_url(self) -> str:

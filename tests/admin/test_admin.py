@@ -478,6 +478,33 @@ def test_a_common_word_is_counted_by_the_index_of_sources(admin_client, monkeypa
                    {"q": "source example"}):
         queries = listed(params)[1]
         assert [sql for sql in queries if "COUNT" in sql and "LIKE" in sql], params
+    # A rare word: the list is the index's matches, as many as it counted; no other count.
+    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 10_000)
+    response, queries = listed({"q": '"source 1"'})
+    assert response.context["cl"].result_count == 2 == len(response.context["cl"].result_list)
+    assert not isinstance(response.context["cl"].result_count, conversation_admin.CountAtLeast)
+    assert [sql for sql in queries if "COUNT" in sql] == [
+        sql for sql in queries if "COUNT" in sql and search.SOURCE_FTS_TABLE in sql
+        and "conversations_attribution\"" not in sql]
+    assert len([sql for sql in queries if "COUNT" in sql]) == 1
+
+
+def test_a_list_page_joins_what_it_shows_of_other_rows_for_its_own_rows(admin_client):
+    """The page's keys are read in the list's order first, and only those rows are joined to
+    the events they show ("#seq kind"): a search's matches are sorted without a join."""
+    populate(4)
+    populate(3)
+    url = reverse("admin:conversations_attribution_changelist")
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(url, {"q": "source", "o": "-0"})  # by URL, descending
+    shown = list(response.context["cl"].result_list)
+    assert len(shown) == 7 and [a.url for a in shown] == sorted((a.url for a in shown),
+                                                                  reverse=True)
+    assert all(a.event_seq and a.event_kind == "message" for a in shown)
+    event_table = Event._meta.db_table
+    joined = [q["sql"] for q in captured.captured_queries if f'JOIN "{event_table}"' in q["sql"]]
+    assert len(joined) == 1 and "ORDER BY" not in joined[0]
+    assert all(str(a.pk) in joined[0] for a in shown)
 
 
 def test_the_index_of_sources_follows_their_writes_and_deletes():
