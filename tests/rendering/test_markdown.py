@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from markdown_it import MarkdownIt
 
@@ -217,6 +219,20 @@ def test_a_range_ending_after_a_bare_url_leaves_the_link_as_it_was(text: str) ->
     cited = render_markdown(text, [Cite(1, 0, len(text))], anchor_prefix="s-")
     assert 'href="http://a.example/x"' in render_markdown(text)
     assert 'href="http://a.example/x"' in cited
+
+
+@pytest.mark.parametrize("text", ["http://a.example/x&amp;", "see http://a.example/x ok",
+                                  "<http://a.example/x> ok", "go www.example.com/x now"])
+def test_a_range_with_an_end_anywhere_in_a_link_keeps_the_link_and_its_text(text: str) -> None:
+    # A boundary inside "http://" or a "www." domain would split what linkify (or an autolink)
+    # needs whole: the link would be lost, and an entity after it read differently.
+    links = re.compile(r'<a href="(http[^"]*)"')
+    plain = render_markdown(text)
+    for start in range(len(text)):
+        for end in range(start + 1, len(text) + 1):
+            cited = render_markdown(text, [Cite(1, start, end)], anchor_prefix="s-")
+            assert links.findall(cited) == links.findall(plain), (start, end)
+            assert text_without_markers(cited).rstrip() == text_without_markers(plain).rstrip()
 
 
 @pytest.mark.parametrize("lang", ["python", '"><img src=x onerror=alert(1)>', "x onerror"])

@@ -61,7 +61,8 @@ def remap(index: int, removed: list[int]) -> int:
 def snap(text: str, p: int) -> int:
     """Move a boundary out of places where an extra character would change the inline parse.
 
-    Each move only crosses markdown syntax or whitespace, never visible text of its own.
+    Each move only crosses markdown syntax or whitespace, never visible text of its own, except
+    back to the start of a bare link or autolink whose scheme or "www." domain it fell inside.
     """
     n = len(text)
     for _ in range(4):
@@ -109,6 +110,23 @@ def snap(text: str, p: int) -> int:
         )
         if start < q and (in_www or in_scheme):
             q = start
+        # Past the scheme, inside its "://" ("http:|//", "http:/|/") or after an autolink's
+        # colon ("<http:|"): linkify and autolinks need the scheme and what follows whole.
+        colon = q - 1 if text[q - 1 : q] == ":" else q - 2 if text[q - 2 : q] == ":/" else -1
+        if colon > 0:
+            head = colon
+            while head > 0 and text[head - 1] in _SCHEME_CHARS:
+                head -= 1
+            if head < colon and (text.startswith("//", colon + 1)
+                                 or (head > 0 and text[head - 1] == "<")):
+                q = head
+        # Inside the domain of a "www." link ("www.exam|ple.com"): linkify needs it whole.
+        head = q
+        while head > 0 and (text[head - 1].isalnum() or text[head - 1] in "-."):
+            head -= 1
+        if (head < q and text[head : head + 4].lower() == "www."
+                and (head == 0 or text[head - 1] not in "/@:")):
+            q = head
         # Right after "<" (an autolink must start with its scheme), or between "]" and "(".
         if q > 0 and text[q - 1] == "<":
             q -= 1
