@@ -9,7 +9,8 @@ Builds the store once per size and database — every recorded provider response
 (SQLite: ``var/bench-scale/scale-N.sqlite3``; PostgreSQL, when ``DATABASE_URL`` is set: that
 database). An interrupted build goes on where it stopped (it commits 500 files at a time); a
 store that is not a bench store of at most N is flushed first, so give PostgreSQL a database
-of its own. Then, in a fresh process per database (so the resident set is the
+of its own (it is vacuumed and analysed before measuring, as autovacuum leaves a deployed
+database). Then, in a fresh process per database (so the resident set is the
 server's, not the generator's), it measures with Django's test client (in process: server time,
 no network), the median of ``--repeat`` runs after one warm-up:
 
