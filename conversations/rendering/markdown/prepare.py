@@ -121,8 +121,8 @@ def snap(text: str, p: int) -> int:
                                  or (head > 0 and text[head - 1] == "<")):
                 q = head
         # Inside the domain of a "www." link ("www.exam|ple.com"): linkify needs it whole.
-        head = q
-        while head > 0 and (text[head - 1].isalnum() or text[head - 1] in "-."):
+        head, floor = q, max(0, q - 260)  # a domain is at most 253 characters
+        while head > floor and (text[head - 1].isalnum() or text[head - 1] in "-."):
             head -= 1
         if (head < q and text[head : head + 4].lower() == "www."
                 and (head == 0 or text[head - 1] not in "/@:")):
