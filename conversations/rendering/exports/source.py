@@ -32,6 +32,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 
 from ..markdown import content_segments, line_starts, math_plugin
+from ..markdown.parser import QuickLinkify
 from ..markdown.prepare import snap
 from ..urls import is_allowed_url
 
@@ -93,6 +94,7 @@ def _viewer_parser(math: bool) -> MarkdownIt:
     placing references only: a viewer without math reads HTML inside ``$…$``)."""
     md = MarkdownIt("commonmark", {"html": True, "linkify": True})
     md.enable(["table", "strikethrough", "linkify"])
+    md.linkify = QuickLinkify(md.linkify)  # the page's pre-check: same links, found sooner
     # Every link a viewer might make is seen (and judged by this project's policy below).
     md.validateLink = lambda url: True  # type: ignore[method-assign]
     md.normalizeLink = lambda url: url  # type: ignore[method-assign]
@@ -237,7 +239,8 @@ def neutralise(text: str, ends: list[int]) -> tuple[str, list[int], Layout | Non
         if escapes == [-1]:
             return text, list(ends), None
         if not escapes:
-            layout, _ = _analyse(current, math=True)
+            if "$" in current or "\\" in current:  # math the page may read: where it is
+                layout, _ = _analyse(current, math=True)
             return current, mapped, layout
         for at in reversed(escapes):
             current = current[:at] + "\\" + current[at:]

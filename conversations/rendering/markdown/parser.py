@@ -47,7 +47,7 @@ PLUGINS: tuple[Callable[[MarkdownIt], None], ...] = (
 _MAY_LINK = re.compile(r"[:@]|//|www\.|\.[^\s.]|localhost", re.IGNORECASE)
 
 
-class _QuickLinkify:
+class QuickLinkify:
     """linkify-it with a conservative pre-check in ``test``/``pretest``; same results."""
 
     def __init__(self, inner: Any) -> None:
@@ -105,7 +105,7 @@ def new_parser() -> MarkdownIt:
     md.disable("image")
     # prepare_text already normalised newlines and NUL (it has to, to keep offsets).
     md.disable("normalize")
-    md.linkify = _QuickLinkify(md.linkify)
+    md.linkify = QuickLinkify(md.linkify)
     # The link policy (markdown-it's documented hook): absolute http, https and mailto only.
     md.validateLink = is_allowed_url  # type: ignore[method-assign]
     # Links shown without the provider's tracking parameter (``urls.shown_url``).
