@@ -223,7 +223,7 @@ def test_a_range_ending_after_a_bare_url_leaves_the_link_as_it_was(text: str) ->
 
 @pytest.mark.parametrize("text", ["http://a.example/x&amp;", "see http://a.example/x ok",
                                   "<http://a.example/x> ok", "go www.example.com/x now"])
-def test_a_range_with_an_end_anywhere_in_a_link_keeps_the_link_and_its_text(text: str) -> None:
+def test_a_range_anywhere_in_a_link_keeps_the_link_and_its_text(text: str) -> None:
     # A boundary inside "http://" or a "www." domain would split what linkify (or an autolink)
     # needs whole: the link would be lost, and an entity after it read differently.
     links = re.compile(r'<a href="(http[^"]*)"')

@@ -268,6 +268,8 @@ def test_markdown_export_puts_the_footnote_where_the_page_puts_the_marker() -> N
          "See [the report](https://r.example/a)[^t1-1] now."),
         ("Call `compute(x)` daily.", "Call `comp", "Call `compute(x)`[^t1-1] daily."),
         ("The law $E = mc^2$ holds.", "The law $E =", "The law $E = mc^2$[^t1-1] holds."),
+        ("The law \\(E = mc^2\\) holds.", "The law \\(E =",
+         "The law \\(E = mc^2\\)[^t1-1] holds."),  # math without a dollar
         ("Link <https://a.example/x> here.", "Link <https://a.ex",
          "Link <https://a.example/x>[^t1-1] here."),
         ("| a | b |\n|---|---|\n| wet | dry |", "wet", "| wet[^t1-1] | dry |"),
