@@ -94,12 +94,14 @@ def snap(text: str, p: int) -> int:
             match = _ENTITY.match(text, amp)
             if match and amp < q < match.end():
                 q = amp
-        # Inside a URL scheme or "www." ("htt|ps://", "<htt|ps:"): autolinks and linkify need
-        # it whole. Later in the URL a sentinel is harmless (it is stripped from the href).
-        start = q
+        # Inside a URL scheme, its "://", or "www." ("htt|ps://", "http:|//", "http:/|/",
+        # "<htt|ps:", "<http:|"): autolinks and linkify need it whole. Later in the URL a
+        # sentinel is harmless (it is stripped from the href).
+        at = q - 1 if text[q - 1 : q] == ":" else q - 2 if text[q - 2 : q] == ":/" else q
+        start = at
         while start > 0 and text[start - 1] in _SCHEME_CHARS:
             start -= 1
-        end = q
+        end = at
         while end < n and text[end] in _SCHEME_CHARS:
             end += 1
         in_www = text[start : start + 4].lower() == "www." and q <= start + 4
@@ -108,18 +110,8 @@ def snap(text: str, p: int) -> int:
             and text[end] == ":"
             and (text.startswith("//", end + 1) or (start > 0 and text[start - 1] == "<"))
         )
-        if start < q and (in_www or in_scheme):
+        if start < at and (in_www or in_scheme):
             q = start
-        # Past the scheme, inside its "://" ("http:|//", "http:/|/") or after an autolink's
-        # colon ("<http:|"): linkify and autolinks need the scheme and what follows whole.
-        colon = q - 1 if text[q - 1 : q] == ":" else q - 2 if text[q - 2 : q] == ":/" else -1
-        if colon > 0:
-            head = colon
-            while head > 0 and text[head - 1] in _SCHEME_CHARS:
-                head -= 1
-            if head < colon and (text.startswith("//", colon + 1)
-                                 or (head > 0 and text[head - 1] == "<")):
-                q = head
         # Inside the domain of a "www." link ("www.exam|ple.com"): linkify needs it whole.
         head, floor = q, max(0, q - 260)  # a domain is at most 253 characters
         while head > floor and (text[head - 1].isalnum() or text[head - 1] in "-."):
