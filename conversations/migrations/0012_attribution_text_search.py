@@ -8,7 +8,7 @@ index that was a read of every source: 270 ms to count 1,562 matches of 384k on 
   ``icontains`` writes there (``UPPER(column) LIKE UPPER('%word%')``) as it is.
 - SQLite: an FTS5 trigram index of both columns, an external-content index of the table kept
   in step by triggers (as ``SearchDoc``'s is, 0009); the admin asks it with a phrase ``MATCH``
-  (``conversations.search.source_matching``)."""
+  (``conversations.search.source_count`` and ``source_ids``)."""
 
 from django.db import migrations
 
