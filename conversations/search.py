@@ -53,6 +53,8 @@ COUNTED = (DOMAIN, PROVIDER, MODEL)  # the kinds the filter choices list
 _VALUE_LENGTH = ConversationFacet._meta.get_field("value").max_length
 FTS_TABLE = "conversations_searchdoc_fts"
 SOURCE_FTS_TABLE = "conversations_attribution_fts"  # the admin's search of sources (0012)
+# SQLite: each doc's conversation by the doc's id (0013), what a search reads per matching doc.
+DOC_CONVERSATION_INDEX = "searchdoc_conversation_by_id"
 
 # -- what a write indexes ------------------------------------------------------------------------
 
@@ -271,8 +273,9 @@ def matching(query: str, using: str = "default") -> RawSQL:
     docs = q(SearchDoc._meta.db_table)
     if connection.vendor == "sqlite" and len(query) >= MIN_QUERY:
         return RawSQL(
-            f"SELECT d.{q('conversation_id')} FROM {FTS_TABLE} f JOIN {docs} d "
-            f"ON d.{q('id')} = f.rowid WHERE {FTS_TABLE} MATCH %s", [_phrase(query)])
+            f"SELECT d.{q('conversation_id')} FROM {docs} d INDEXED BY "
+            f"{DOC_CONVERSATION_INDEX} WHERE d.{q('id')} IN (SELECT rowid FROM {FTS_TABLE} "
+            f"WHERE {FTS_TABLE} MATCH %s)", [_phrase(query)])
     op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
     return RawSQL(f"SELECT d.{q('conversation_id')} FROM {docs} d WHERE d.{q('body')} {op} %s "
                   f"ESCAPE '\\'{_apart(connection)}", [_like(query)])

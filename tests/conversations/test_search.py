@@ -141,6 +141,24 @@ def test_a_search_that_matches_nothing_reads_no_list(alice):
     assert len(list_page(conversation_rows(alice, query="sunny")).rows) == 1
 
 
+def test_a_search_reads_each_matching_doc_s_conversation_from_the_small_index(alice):
+    """SQLite: the conversations of the matching docs come from the (id, conversation) index,
+    not from the docs' rows, which hold their whole text (a page touched per match)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL's trigram index returns the rows it rechecks")
+    a = build_conversation(owner=alice)
+    qs = conversation_rows(alice, query="sunny")
+    assert list(qs.values_list("pk", flat=True)) == [a.pk]
+    sql, params = qs.values("pk").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = [row[-1] for row in cursor.fetchall()]
+    docs = SearchDoc._meta.db_table
+    assert any(f"COVERING INDEX {search.DOC_CONVERSATION_INDEX}" in step for step in plan), plan
+    assert not any(step.startswith("SEARCH d USING INTEGER PRIMARY KEY") or
+                   step.startswith(f"SEARCH {docs} USING INTEGER PRIMARY KEY") for step in plan)
+
+
 def test_snippet_marks_and_escapes():
     marked = search.snippet("a <script>alert(1)</script> then the Needle & more", "needle")
     assert marked == "a &lt;script&gt;alert(1)&lt;/script&gt; then the <mark>Needle</mark> " \
