@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,9 +281,9 @@ def conversation_rows(
     return qs.order_by("-updated_at", "-id")
 
 
-def annotated(ids: list[Any]) -> dict[Any, Conversation]:
-    """The rows of one page with their counts (turns, citations, searches), first user line
-    and live flag: correlated subqueries, but over the page's rows only."""
+def _annotated_rows(ids: list[Any]) -> QuerySet[Conversation]:
+    """The rows ``ids`` with their counts (turns, citations, searches), first user line and
+    live flag: correlated subqueries, but over those rows only."""
     def count(subquery: QuerySet) -> Subquery:
         return Subquery(
             subquery.order_by().values("conversation").annotate(n=Count("pk")).values("n")[:1]
@@ -300,7 +301,7 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
                              activity_name="web_search").order_by()
         .values("conversation").annotate(n=Count("activity_id", distinct=True)).values("n")[:1]
     )
-    rows = Conversation.objects.filter(pk__in=ids).annotate(
+    return Conversation.objects.filter(pk__in=ids).annotate(
         turn_count=count(Turn.objects.filter(conversation=OuterRef("pk"))),
         citation_count=citations,
         search_count=searches,
@@ -308,7 +309,49 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
         is_live=Exists(Turn.objects.filter(conversation=OuterRef("pk"),
                                            status=Turn.Status.STREAMING)),
     )
-    return {row.pk: row for row in rows}
+
+
+# The SQL of ``_annotated_rows`` for n rows, per connection: (sql, params, the position in
+# ``ids`` of each param that is one). Building and compiling those five subqueries was four
+# fifths of the call (about 4 of 5 ms on every list page); the query itself is the same for
+# every page of n rows.
+_ANNOTATED_SQL: dict[tuple[str, int], tuple[str, tuple[Any, ...], dict[int, int]]] = {}
+
+
+def annotated(ids: list[Any]) -> dict[Any, Conversation]:
+    """The rows of one page (``ids``) with their counts, first user line and live flag
+    (``_annotated_rows``), by id."""
+    if not ids:
+        return {}
+    from django.db import connections
+
+    connection = connections[Conversation.objects.db]
+    pk = Conversation._meta.pk
+    compiled = _ANNOTATED_SQL.get((connection.alias, len(ids)))
+    if compiled is None:
+        # Stand-in ids, told apart from the query's other params by their prepared values.
+        stand_ins = [uuid.UUID(int=n + 1) for n in range(len(ids))]
+        sql, params = _annotated_rows(stand_ins).query.sql_with_params()
+        slot = {pk.get_db_prep_value(s, connection): n for n, s in enumerate(stand_ins)}
+        at = {i: slot[p] for i, p in enumerate(params) if _hashable(p) and p in slot}
+        assert sorted(at.values()) == list(range(len(ids))), "each id is one param"
+        compiled = _ANNOTATED_SQL[(connection.alias, len(ids))] = (sql, tuple(params), at)
+    sql, constants, at = compiled
+    prepared = [pk.get_db_prep_value(i, connection) for i in ids]
+    params = [prepared[at[i]] if i in at else p for i, p in enumerate(constants)]
+    rows = {}
+    for row in Conversation.objects.raw(sql, params):
+        row.is_live = bool(row.is_live)  # SQLite gives 0 or 1
+        rows[row.pk] = row
+    return rows
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 @dataclass
