@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import uuid
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
 from django.utils import timezone
@@ -323,8 +324,6 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
     (``_annotated_rows``), by id."""
     if not ids:
         return {}
-    from django.db import connections
-
     connection = connections[Conversation.objects.db]
     pk = Conversation._meta.pk
     compiled = _ANNOTATED_SQL.get((connection.alias, len(ids)))
@@ -333,7 +332,7 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
         stand_ins = [uuid.UUID(int=n + 1) for n in range(len(ids))]
         sql, params = _annotated_rows(stand_ins).query.sql_with_params()
         slot = {pk.get_db_prep_value(s, connection): n for n, s in enumerate(stand_ins)}
-        at = {i: slot[p] for i, p in enumerate(params) if _hashable(p) and p in slot}
+        at = {i: slot[p] for i, p in enumerate(params) if isinstance(p, Hashable) and p in slot}
         assert sorted(at.values()) == list(range(len(ids))), "each id is one param"
         compiled = _ANNOTATED_SQL[(connection.alias, len(ids))] = (sql, tuple(params), at)
     sql, constants, at = compiled
@@ -344,14 +343,6 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
         row.is_live = bool(row.is_live)  # SQLite gives 0 or 1
         rows[row.pk] = row
     return rows
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 @dataclass
