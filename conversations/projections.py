@@ -256,19 +256,19 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
     pace."""
     cache_format = f"json-{projection}" if fmt == "json" else fmt
     read_as: Projection = projection if fmt == "json" else "portable"
-    start = 0
-    while start < count:
+    for start in range(0, count, EXPORT_BATCH):
+        # A window of turn indexes, not "the next EXPORT_BATCH from start": with only a lower
+        # bound, PostgreSQL joined and grouped every later turn's events for each batch, then
+        # kept 250 (15 ms a batch in the middle of a 5,000-turn conversation).
         rows = list(
             Turn.objects.filter(conversation_id=conversation.pk, index__gte=start,
-                                index__lt=count)
+                                index__lt=min(start + EXPORT_BATCH, count))
             .annotate(newest=Max("events__seq"), responses_size=Length("responses"))
             .order_by("index")
             .values_list("id", "index", "status", "end_reason", "newest", "responses_size")
-            [:EXPORT_BATCH]
         )
         if not rows:
-            return
-        start = rows[-1][1] + 1
+            continue
         finished = {pk: _export_key(status, reason, newest, size)
                     for pk, _, status, reason, newest, size in rows
                     if status != Turn.Status.STREAMING}

@@ -199,6 +199,28 @@ def test_streamed_export_is_the_whole_document_byte_for_byte(alice, fmt, project
     assert projections.export_document(empty, fmt, projection) == _whole(empty, fmt, projection)
 
 
+def test_each_export_batch_reads_the_window_of_its_own_turns(alice, monkeypatch):
+    """A batch's query of turns is bounded both ways (start, start + batch): bounded below
+    only, PostgreSQL joined and grouped the events of every later turn for each batch."""
+    from django.db import connection
+
+    from conversations import projections
+
+    monkeypatch.setattr(projections, "EXPORT_BATCH", 7)
+    conversation = build_long_conversation(40, owner=alice)
+    windows = []
+
+    def spy(execute, sql, params, many, context):
+        if "MAX(" in sql.upper() and sql.lstrip().upper().startswith("SELECT"):
+            windows.append([p for p in params if isinstance(p, int)][-2:])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        text = projections.export_document(conversation, "markdown")
+    assert windows == [[start, min(start + 7, 40)] for start in range(0, 40, 7)]
+    assert text == _whole(conversation, "markdown")
+
+
 def test_finished_turns_are_exported_from_the_cache(alice, monkeypatch):
     from conversations import projections
     from conversations.models import TurnExport
