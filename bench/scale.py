@@ -187,7 +187,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
               .values_list("value", flat=True).first()) or "example.com"
     hit = _search_word()
     source_word = _search_word(SearchDoc.Source.SOURCE)
-    hits = Conversation.objects.filter(pk__in=search.matching(hit)).count()
+    hits = Conversation.objects.filter(search.matching(hit)).count()
     cited = Conversation.objects.filter(pk__in=search.with_facet(search.SITE, domain)).count()
     targets = {
         "login page (floor)": (anonymous, "/accounts/login/"),

@@ -88,18 +88,25 @@ class Conversation(models.Model):
     forked_at_turn = models.IntegerField(null=True, blank=True)
     # The next event seq to hand out; allocated under a row lock (see store.append_events).
     next_seq = models.PositiveBigIntegerField(default=1)
+    # SQLite: the conversation's number in the search index (``conversations.search``: FTS
+    # rowids carry it), given by the writer's INSERT, unique, never changed. Not SQLite's own
+    # rowid: VACUUM may renumber that. NULL on PostgreSQL, whose search needs none.
+    search_key = models.BigIntegerField(null=True, blank=True, editable=False)
 
     objects = ConversationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]
         # The list pages' keyset orders: (-updated_at, -id) for the pages, (-created_at, -id)
-        # for the API; per owner, and for staff (everyone's).
+        # for the API; per owner, and for staff (everyone's). The search key last: a search
+        # walks the order testing each conversation's key from the index alone.
         indexes = [
-            models.Index(fields=["owner", "updated_at", "id"], name="conversation_owner_updated"),
-            models.Index(fields=["updated_at", "id"], name="conversation_updated"),
-            models.Index(fields=["owner", "created_at", "id"], name="conversation_owner_created"),
-            models.Index(fields=["created_at", "id"], name="conversation_created"),
+            models.Index(fields=["owner", "updated_at", "id", "search_key"],
+                         name="conversation_owner_updated"),
+            models.Index(fields=["updated_at", "id", "search_key"], name="conversation_updated"),
+            models.Index(fields=["owner", "created_at", "id", "search_key"],
+                         name="conversation_owner_created"),
+            models.Index(fields=["created_at", "id", "search_key"], name="conversation_created"),
         ]
 
     def __str__(self) -> str:

@@ -438,6 +438,7 @@ class _Rows:
             "id": spec.id or uuid7(), "owner_id": None, "title": storable(spec.title)[:300],
             "created_at": created, "updated_at": created, "forked_from_id": None,
             "forked_at_turn": spec.forked_at_turn, "next_seq": 1,
+            "search_key": None,  # the INSERT's (insert_conversation)
         })
         # Assigned as Conversation(owner=...) does: checked, and cached on the instance.
         if spec.owner is not None:
@@ -575,7 +576,8 @@ def _as_uuid(value: Any) -> uuid.UUID:
 
 
 # The columns each INSERT writes, in the order ``_Rows`` builds its tuples. Exactly the model's
-# columns (but an auto primary key, left to the database): a test compares them.
+# columns (but an auto primary key, left to the database, and ``ALLOCATED``): a test compares
+# them.
 COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Conversation: ("id", "owner_id", "title", "created_at", "updated_at", "forked_from_id",
                    "forked_at_turn", "next_seq"),
@@ -588,6 +590,8 @@ COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Attribution: ("event_id", "ordinal", "url", "domain", "title", "excerpt", "range_start",
                   "range_end", "incomplete", "replay_id", "integrity"),
 }
+# Columns the INSERT computes in SQL (on some databases), not given as values.
+ALLOCATED: dict[type[Model], tuple[str, ...]] = {Conversation: ("search_key",)}
 
 
 class _Tables:
@@ -599,13 +603,24 @@ class _Tables:
         quote = connection.ops.quote_name
         self.native_uuid = connection.features.has_native_uuid_field
         self.for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        # Columns given in SQL: on SQLite the next search key, in the INSERT itself (one
+        # writer at a time, so no other can take the same, and the unique index would refuse
+        # it); MAX alone, so SQLite reads it off the end of that index.
+        computed: dict[type[Model], dict[str, str]] = {}
+        if connection.vendor == "sqlite":
+            key, table = quote("search_key"), quote(Conversation._meta.db_table)
+            computed[Conversation] = {key: f"COALESCE((SELECT MAX({key}) FROM {table}), 0) + 1"}
         sql = {}
         for model, attnames in COLUMNS.items():
             fields = {f.attname: f for f in model._meta.concrete_fields}
-            columns = ", ".join(quote(fields[name].column) for name in attnames)
-            marks = ", ".join(["%s"] * len(attnames))
+            extra = computed.get(model, {})
+            columns = ", ".join([*(quote(fields[name].column) for name in attnames), *extra])
+            marks = ", ".join([*["%s"] * len(attnames), *extra.values()])
             sql[model] = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
         self.conversation_sql = sql[Conversation]
+        self.returns_search_key = Conversation in computed and _update_returning(connection)
+        if self.returns_search_key:
+            self.conversation_sql += f" RETURNING {quote('search_key')}"
         self.turn_sql = sql[Turn]
         self.payload_sql = sql[ProviderPayload]
         self.event_sql = sql[Event]
@@ -686,6 +701,8 @@ class _Tables:
                 conversation.forked_from_id),
             conversation.forked_at_turn, conversation.next_seq,
         ])
+        if self.returns_search_key:
+            conversation.search_key = cursor.fetchone()[0]
 
 
 def _update_returning(connection: Any) -> bool:

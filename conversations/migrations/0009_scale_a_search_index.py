@@ -6,23 +6,29 @@ from django.db import migrations, models
 
 
 def install(apps, schema_editor):
-    """The database's own search index over SearchDoc (see conversations.search), then the
-    backfill of every index table from the event log already stored."""
+    """The database's own search index over SearchDoc (see conversations.search), as it was
+    then, then the backfill of every index table from the event log already stored."""
     from conversations import search
+    from conversations.migrations import _search_by_doc_id
 
     connection = schema_editor.connection
+    statements = (_search_by_doc_id.INSTALL if connection.vendor == "sqlite"
+                  else search.install_sql(connection.vendor))
     with connection.cursor() as cursor:
-        for statement in search.install_sql(connection.vendor):
+        for statement in statements:
             cursor.execute(statement)
     search.rebuild(connection.alias)
 
 
 def uninstall(apps, schema_editor):
     from conversations import search
+    from conversations.migrations import _search_by_doc_id
 
     connection = schema_editor.connection
+    statements = (_search_by_doc_id.UNINSTALL if connection.vendor == "sqlite"
+                  else search.uninstall_sql(connection.vendor))
     with connection.cursor() as cursor:
-        for statement in search.uninstall_sql(connection.vendor):
+        for statement in statements:
             cursor.execute(statement)
 
 

@@ -128,3 +128,45 @@ def test_0012_trigram_indexes_of_sources_on_postgresql_only_and_back():
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert trigram_indexes() == (made if connection.vendor == "postgresql" else set())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0014_keys_the_stored_conversations_and_their_search_index_and_goes_back():
+    """Conversations stored before 0014 get distinct search keys and their docs an FTS row
+    under them (SQLite); going back to 0013 restores the index of doc ids, which finds them."""
+    if connection.vendor != "sqlite":
+        pytest.skip("0014 keys SQLite's FTS index; PostgreSQL only gets the (NULL) column")
+    before = [("conversations", "0013_searchdoc_conversation_by_id")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        apps = executor.loader.project_state(before).apps
+        Conversation = apps.get_model("conversations", "Conversation")
+        SearchDoc = apps.get_model("conversations", "SearchDoc")
+        made = [Conversation.objects.create(title=f"old {n}") for n in range(3)]
+        for n, conversation in enumerate(made):
+            SearchDoc.objects.create(conversation=conversation, source="message",
+                                     body=f"about wombats number {n}")
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        from conversations import search
+        from conversations.models import Conversation as Current
+
+        keys = dict(Current.objects.values_list("pk", "search_key"))
+        assert len(keys) == 3 and None not in keys.values() and len(set(keys.values())) == 3
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT rowid >> 32, rowid & 4294967295 FROM {search.FTS_TABLE} "
+                           f"WHERE {search.FTS_TABLE} MATCH '\"wombats number\"'")
+            found = set(cursor.fetchall())
+        docs = {(keys[c], d) for d, c in SearchDoc.objects.values_list("id", "conversation_id")}
+        assert found == docs
+        assert Current.objects.filter(search.matching("WOMBATS number 1")).get().pk == made[1].pk
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT rowid FROM {search.FTS_TABLE} "
+                           f"WHERE {search.FTS_TABLE} MATCH '\"wombats number 2\"'")
+            assert cursor.fetchall() == [(SearchDoc.objects.get(body__endswith="2").id,)]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -119,13 +119,15 @@ def test_filters_are_one_query_without_a_subquery_per_conversation(alice):
         page = list_page(qs)
     assert len(page.rows) == 1
     keyset = captured.captured_queries[0]["sql"]
-    # Each filter is an uncorrelated IN (SELECT conversation_id ...) over its index table.
-    assert keyset.count("conversation_id") >= 3
+    # Each filter is an uncorrelated IN (SELECT ...) over its index table: the facets'
+    # conversation ids, and the search's (SQLite: the search keys the FTS rowids carry).
+    sqlite = connection.vendor == "sqlite"
+    assert keyset.count("conversation_id") >= (2 if sqlite else 3)
     table = connection.ops.quote_name(Conversation._meta.db_table)
     # No subquery refers back to the outer row (what OuterRef makes: "= (<table>.id)").
     assert f"= ({table}." not in keyset and "EXISTS" not in keyset.upper()
-    if connection.vendor == "sqlite":
-        assert search.FTS_TABLE in keyset and "MATCH" in keyset
+    if sqlite:
+        assert f'"search_key" IN (SELECT rowid >> 32 FROM {search.FTS_TABLE} WHERE' in keyset
 
 
 def test_a_search_that_matches_nothing_reads_no_list(alice):
@@ -141,22 +143,103 @@ def test_a_search_that_matches_nothing_reads_no_list(alice):
     assert len(list_page(conversation_rows(alice, query="sunny")).rows) == 1
 
 
-def test_a_search_reads_each_matching_doc_s_conversation_from_the_small_index(alice):
-    """SQLite: the conversations of the matching docs come from the (id, conversation) index,
-    not from the docs' rows, which hold their whole text (a page touched per match)."""
+def _plan(qs) -> list[str]:
+    sql, params = qs.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return [row[-1] for row in cursor.fetchall()]
+
+
+def test_a_search_reads_the_fts_index_and_the_order_index_only(alice, staff):
+    """SQLite: the match set is the FTS rowids' search keys (no doc row, no index of docs),
+    and an owner's list walks its order testing each conversation's key from the order index
+    (a covering scan: no conversation row, no sort). Staff's list (no owner to narrow by) may
+    instead look each key up (SQLite's choice: bounded by the matches, not by their place in
+    the order); it reads no doc either."""
     if connection.vendor != "sqlite":
         pytest.skip("PostgreSQL's trigram index returns the rows it rechecks")
     a = build_conversation(owner=alice)
-    qs = conversation_rows(alice, query="sunny")
-    assert list(qs.values_list("pk", flat=True)) == [a.pk]
-    sql, params = qs.values("pk").query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-        plan = [row[-1] for row in cursor.fetchall()]
     docs = SearchDoc._meta.db_table
-    assert any(f"COVERING INDEX {search.DOC_CONVERSATION_INDEX}" in step for step in plan), plan
-    assert not any(step.startswith("SEARCH d USING INTEGER PRIMARY KEY") or
-                   step.startswith(f"SEARCH {docs} USING INTEGER PRIMARY KEY") for step in plan)
+    for user in (alice, staff):
+        qs = conversation_rows(user, query="sunny")
+        assert list(qs.values_list("pk", flat=True)) == [a.pk]
+        plan = _plan(qs.values("pk")[:26])
+        assert any(f"SCAN {search.FTS_TABLE} VIRTUAL TABLE" in step for step in plan), plan
+        assert not any(docs in step.replace(search.FTS_TABLE, "") for step in plan), plan
+        if user is alice:
+            assert plan[0].startswith("SEARCH conversations_conversation USING COVERING INDEX "
+                                      "conversation_owner_updated (owner_id=?)"), plan
+            assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+def _indexed_docs() -> list[tuple]:
+    """SQLite: what the FTS index holds, decoded: (conversation, source, body) of each doc its
+    rowids name; a rowid that names no doc of that conversation fails here."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_rows USING fts5vocab("
+                       f"main, {search.FTS_TABLE}, 'instance')")
+        cursor.execute("SELECT DISTINCT doc FROM temp.fts_rows")
+        rowids = [row[0] for row in cursor.fetchall()]
+    keys = dict(Conversation.objects.values_list("search_key", "pk"))
+    docs = {d["id"]: d for d in SearchDoc.objects.values("id", "conversation_id", "source",
+                                                         "body")}
+    out = []
+    for rowid in rowids:
+        key, doc_id = rowid >> search.KEY_SHIFT, rowid & ((1 << search.KEY_SHIFT) - 1)
+        doc = docs.get(doc_id)
+        assert doc is not None and keys.get(key) == doc["conversation_id"], (rowid, doc)
+        out.append((doc["conversation_id"], doc["source"], doc["body"]))
+    return sorted(out)
+
+
+def test_the_fts_index_holds_each_doc_once_under_its_conversation_s_key(alice, bob):
+    """Every write, a rename, a delete and a rebuild leave the FTS index exactly the docs (of
+    three characters or more: a trigram), each under its own conversation's key; a key is
+    unique, and a new conversation after the newest was deleted finds none of its text."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's FTS index (PostgreSQL's GIN index follows its table)")
+
+    def expected():
+        return sorted(SearchDoc.objects.filter(body__regex=r"^(.|\n){3,}")
+                      .values_list("conversation_id", "source", "body"))
+
+    a = build_conversation(owner=alice)
+    b = fork(a, 1, owner=bob, title="forked")
+    assert _indexed_docs() == expected() and len(expected()) > 4
+    store.rename_conversation(b, "renamed fork")
+    assert _indexed_docs() == expected()
+    keys = list(Conversation.objects.values_list("search_key", flat=True))
+    assert None not in keys and len(set(keys)) == len(keys)
+    assert a.search_key in keys  # the instance the writer made has it
+    store.delete_conversation(b)  # the newest key: the next conversation gets it again
+    assert _indexed_docs() == expected()
+    c = store.create_conversation(title="after the fork", owner=bob)
+    assert set(conversation_rows(bob, query="renamed").values_list("pk", flat=True)) == set()
+    assert set(conversation_rows(bob, query="sunny").values_list("pk", flat=True)) == set()
+    assert set(conversation_rows(bob, query="after the").values_list("pk", flat=True)) == {c.pk}
+    search.rebuild()
+    assert _indexed_docs() == expected()
+
+
+def test_search_keys_are_given_once_and_kept(alice):
+    """SQLite: a conversation the ORM creates gets the next key too; a key never changes (its
+    docs' FTS rowids carry it), and a doc whose rowid cannot carry its id is refused, never
+    left out of the search unseen."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's FTS index")
+    from django.db import IntegrityError, transaction
+
+    a = build_conversation(owner=alice)
+    b = Conversation.objects.create(title="made by the ORM")
+    assert a.search_key is not None
+    assert Conversation.objects.get(pk=b.pk).search_key == a.search_key + 1
+    for key in (None, a.search_key + 7):
+        with pytest.raises(IntegrityError, match="keeps its search key"), transaction.atomic():
+            Conversation.objects.filter(pk=a.pk).update(search_key=key)
+    with pytest.raises(IntegrityError, match="no search key, or its id"), transaction.atomic():
+        SearchDoc.objects.create(id=1 << search.KEY_SHIFT, conversation=a,
+                                 source=SearchDoc.Source.TITLE, body="lost?")
+    assert set(conversation_rows(alice, query="sunny").values_list("pk", flat=True)) == {a.pk}
 
 
 def test_snippet_marks_and_escapes():
