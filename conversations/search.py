@@ -508,6 +508,11 @@ def install_sql(vendor: str) -> list[str]:
             f"{conversations} WHEN new.search_key IS NULL BEGIN UPDATE {conversations} SET "
             f"search_key = COALESCE((SELECT MAX(search_key) FROM {conversations}), 0) + 1 "
             "WHERE id = new.id; END",
+            # Its docs go before it (as the ORM's cascade deletes them), whatever deletes it
+            # (a flush, raw SQL): their FTS rows need its key to be found, and a key freed with
+            # rows left under it would be the next conversation's.
+            f"CREATE TRIGGER IF NOT EXISTS {conversations}_search_docs BEFORE DELETE ON "
+            f"{conversations} BEGIN DELETE FROM {docs} WHERE conversation_id = old.id; END",
             # Its docs' FTS rowids carry it: a save of an instance that never read it would
             # orphan them. Refused, loudly.
             f"CREATE TRIGGER IF NOT EXISTS {conversations}_search_key_kept BEFORE UPDATE OF "
@@ -551,5 +556,6 @@ def uninstall_sql(vendor: str) -> list[str]:
                 f"DROP TRIGGER IF EXISTS {docs}_fts_delete", f"DROP TABLE IF EXISTS {FTS_TABLE}",
                 f"DROP TRIGGER IF EXISTS {conversations}_search_key",
                 f"DROP TRIGGER IF EXISTS {conversations}_search_key_kept",
+                f"DROP TRIGGER IF EXISTS {conversations}_search_docs",
                 f"DROP INDEX IF EXISTS {SEARCH_KEY_INDEX}"]
     return []

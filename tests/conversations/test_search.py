@@ -242,6 +242,25 @@ def test_search_keys_are_given_once_and_kept(alice):
     assert set(conversation_rows(alice, query="sunny").values_list("pk", flat=True)) == {a.pk}
 
 
+def test_a_conversation_deleted_by_sql_leaves_no_fts_row_for_the_next_to_inherit(alice):
+    """SQLite: deleted by raw SQL (as a flush does), the newest conversation's docs and
+    their FTS rows go with it, so the next conversation, which gets its key again, matches
+    none of its text."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's FTS index")
+    gone = Conversation.objects.create(title="about aardvarks")
+    SearchDoc.objects.create(conversation=gone, source=SearchDoc.Source.MESSAGE,
+                             body="the aardvark digs")
+    key = Conversation.objects.get(pk=gone.pk).search_key
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {Conversation._meta.db_table} WHERE id = %s",
+                       [gone.pk.hex])
+    assert not SearchDoc.objects.exists() and _indexed_docs() == []
+    after = store.create_conversation(title="something else", owner=alice)
+    assert after.search_key == key
+    assert not conversation_rows(alice, query="aardvark").exists()
+
+
 def test_snippet_marks_and_escapes():
     marked = search.snippet("a <script>alert(1)</script> then the Needle & more", "needle")
     assert marked == "a &lt;script&gt;alert(1)&lt;/script&gt; then the <mark>Needle</mark> " \
