@@ -17,6 +17,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
@@ -419,13 +420,19 @@ def _counted(n: int | None, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+_LINK_ID = uuid.UUID(int=0)
+
+
 def label_rows(rows: list[Conversation], viewer: Any) -> None:
     """Give each row of a list page the texts it shows, worked out here once: the template
     only places them (a filter chain per value per row was most of the page's time)."""
     from conversations.templatetags.turnscope import ago
 
     viewer_id = getattr(viewer, "pk", None)
+    # One reverse for the page: the rows' links differ by the id only.
+    link = reverse("conversation-detail", args=[_LINK_ID])
     for row in rows:
+        row.url = link.replace(str(_LINK_ID), str(row.pk))
         row.shown_title = row.title or "Untitled"
         first = getattr(row, "first_user_text", "") or ""
         row.shown_first = first if len(first) <= 160 else first[:159] + "…"

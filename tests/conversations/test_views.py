@@ -166,6 +166,13 @@ class TestList:
         assert "14 citations" in html and "1 search" in html and "2 turns" in html
         assert "tech news please" in html
 
+    def test_each_row_links_to_its_conversation(self, client, alice, data):
+        client.force_login(alice)
+        html = self.titles(client)
+        links = re.findall(r'<a class="row-link" href="([^"]+)">', html)
+        assert sorted(links) == sorted(reverse("conversation-detail", args=[s.conversation.pk])
+                                       for s in data)
+
     def test_search_text_source_title_and_url(self, client, alice, data):
         a, _ = data
         client.force_login(alice)
