@@ -491,7 +491,13 @@ def rebuild(using: str = "default") -> None:
 
 def install_sql(vendor: str) -> list[str]:
     """The database-specific part of the search index (run by the migrations; 0014 made it
-    what it is)."""
+    what it is).
+
+    SQLite: triggers on the conversation and search-doc tables name each other, and the key's
+    unique index is not the model's. A migration that makes Django remake either table there
+    (most ``AlterField``s; an ``AddField`` with a default) fails at the rename, or would drop
+    them: run ``uninstall_sql`` before it and ``install_sql`` + ``fill_sql`` after, as 0014
+    does."""
     docs = SearchDoc._meta.db_table
     if vendor == "postgresql":
         return [
@@ -503,8 +509,9 @@ def install_sql(vendor: str) -> list[str]:
         conversations = Conversation._meta.db_table
         # The doc's FTS rowid, from its conversation's key (a row this SELECT finds: the
         # conversation is written before its docs, and its docs are deleted before it).
+        # Keys under 2^31: a larger one shifted would not fit a rowid's sign.
         keyed = (f"FROM {conversations} c WHERE c.id = {{0}}.conversation_id "
-                 "AND c.search_key IS NOT NULL")
+                 f"AND c.search_key BETWEEN 1 AND {(1 << 31) - 1}")
         rowid = f"(c.search_key << {KEY_SHIFT}) | {{0}}.id"
         return [
             f"CREATE UNIQUE INDEX IF NOT EXISTS {SEARCH_KEY_INDEX} ON {conversations} "
@@ -530,9 +537,9 @@ def install_sql(vendor: str) -> list[str]:
             "tokenize='trigram')",
             # A doc that cannot be indexed is refused, never left out of the search unseen.
             f"CREATE TRIGGER IF NOT EXISTS {docs}_fts_insert AFTER INSERT ON {docs} BEGIN "
-            "SELECT RAISE(ABORT, 'search doc: its conversation has no search key, or its id "
-            f"is 2^{KEY_SHIFT} or more') WHERE new.id >= {1 << KEY_SHIFT} OR NOT EXISTS "
-            f"(SELECT 1 {keyed.format('new')}); "
+            "SELECT RAISE(ABORT, 'search doc: its conversation has no search key (under "
+            f"2^31), or its id is 2^{KEY_SHIFT} or more') WHERE new.id >= {1 << KEY_SHIFT} "
+            f"OR NOT EXISTS (SELECT 1 {keyed.format('new')}); "
             f"INSERT INTO {FTS_TABLE}(rowid, body) SELECT {rowid.format('new')}, new.body "
             f"{keyed.format('new')}; END",
             # A contentless index forgets a row given its rowid and the text it indexed.
