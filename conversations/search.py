@@ -278,7 +278,6 @@ def _like(query: str) -> str:
 def matching(query: str, using: str = "default") -> Q:
     """The conversations with a doc containing ``query`` (case-insensitive), as a filter."""
     connection = connections[using]
-    q = connection.ops.quote_name
     if connection.vendor == "sqlite" and len(query) >= MIN_QUERY:
         # The match set as search keys, read from the FTS rowids alone. The unary + keeps
         # SQLite from looking each key up in its unique index and sorting the matches (what
@@ -290,6 +289,7 @@ def matching(query: str, using: str = "default") -> Q:
                          output_field=BigIntegerField())
         return Q(In(unindexed, RawSQL(f"SELECT rowid >> {KEY_SHIFT} FROM {FTS_TABLE} WHERE "
                                       f"{FTS_TABLE} MATCH %s", [_phrase(query)])))
+    q = connection.ops.quote_name
     docs = q(SearchDoc._meta.db_table)
     op = "ILIKE" if connection.vendor == "postgresql" else "LIKE"
     return Q(pk__in=RawSQL(f"SELECT d.{q('conversation_id')} FROM {docs} d WHERE d.{q('body')} "
@@ -512,7 +512,6 @@ def install_sql(vendor: str) -> list[str]:
         # Keys under 2^31: a larger one shifted would not fit a rowid's sign.
         keyed = (f"FROM {conversations} c WHERE c.id = {{0}}.conversation_id "
                  f"AND c.search_key BETWEEN 1 AND {(1 << 31) - 1}")
-        rowid = f"(c.search_key << {KEY_SHIFT}) | {{0}}.id"
         return [
             f"CREATE UNIQUE INDEX IF NOT EXISTS {SEARCH_KEY_INDEX} ON {conversations} "
             "(search_key)",
@@ -540,12 +539,12 @@ def install_sql(vendor: str) -> list[str]:
             "SELECT RAISE(ABORT, 'search doc: its conversation has no search key (under "
             f"2^31), or its id is 2^{KEY_SHIFT} or more') WHERE new.id >= {1 << KEY_SHIFT} "
             f"OR NOT EXISTS (SELECT 1 {keyed.format('new')}); "
-            f"INSERT INTO {FTS_TABLE}(rowid, body) SELECT {rowid.format('new')}, new.body "
+            f"INSERT INTO {FTS_TABLE}(rowid, body) SELECT {_fts_rowid('new')}, new.body "
             f"{keyed.format('new')}; END",
             # A contentless index forgets a row given its rowid and the text it indexed.
             f"CREATE TRIGGER IF NOT EXISTS {docs}_fts_delete AFTER DELETE ON {docs} BEGIN "
             f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, body) SELECT 'delete', "
-            f"{rowid.format('old')}, old.body {keyed.format('old')}; END",
+            f"{_fts_rowid('old')}, old.body {keyed.format('old')}; END",
         ]
     return []
 
@@ -556,8 +555,13 @@ def fill_sql(vendor: str) -> list[str]:
     if vendor != "sqlite":
         return []  # PostgreSQL's CREATE INDEX indexed them
     docs, conversations = SearchDoc._meta.db_table, Conversation._meta.db_table
-    return [f"INSERT INTO {FTS_TABLE}(rowid, body) SELECT (c.search_key << {KEY_SHIFT}) | d.id, "
-            f"d.body FROM {docs} d JOIN {conversations} c ON c.id = d.conversation_id"]
+    return [f"INSERT INTO {FTS_TABLE}(rowid, body) SELECT {_fts_rowid('d')}, d.body "
+            f"FROM {docs} d JOIN {conversations} c ON c.id = d.conversation_id"]
+
+
+def _fts_rowid(doc: str) -> str:
+    """SQL for the FTS rowid of the doc aliased ``doc``, its conversation aliased ``c``."""
+    return f"(c.search_key << {KEY_SHIFT}) | {doc}.id"
 
 
 def uninstall_sql(vendor: str) -> list[str]:
