@@ -49,8 +49,6 @@ class ConversationSummarySerializer(serializers.Serializer):
     )
 
     def to_representation(self, instance: Conversation) -> dict[str, Any]:
-        if not hasattr(instance, "turn_count"):
-            instance.turn_count = instance.turns.count()
         if not hasattr(instance, "model_list"):
             instance.model_list = model_list(instance)
         return super().to_representation(instance)

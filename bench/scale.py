@@ -1,7 +1,7 @@
 """A big store stays fast: the list, search, filters, API list and admin changelists at N
 conversations, against the login page as the floor measured in the same run.
 
-    uv run python -m bench.scale [--conversations 100000] [--repeat 5] [--json]
+    uv run python -m bench.scale [--conversations 100000] [--repeat 15] [--json]
 
 Builds the store once per size and database — every recorded provider response under
 ``../shared/fixtures`` (both sets), cycled, each one conversation, through the bulk path
@@ -12,9 +12,12 @@ store that is not a bench store of at most N is flushed first, so give PostgreSQ
 of its own (it is vacuumed and analysed before measuring, as autovacuum leaves a deployed
 database). Then, in a fresh process per database (so the resident set is the
 server's, not the generator's), it measures with Django's test client (in process: server time,
-no network), the median of ``--repeat`` runs after one warm-up:
+no network), the median of ``--repeat`` interleaved rounds after one warm-up round (each
+round requests every page below in turn, the floor included, and a page's ratio is taken to the
+floor of its own round):
 
-* login page (the floor), list page 1, the last page (keyset ``?page=last``),
+* login page (the floor), list page 1, the last page (keyset ``?page=last``), staff's list
+  page 1 (everyone's conversations: the 5,000-turn one is on it),
 * text search with a hit and with none, the cited-domain filter (the most cited domain),
 * the API list, the admin changelists (conversations, turns, events, attributions, payloads),
   and the admin's filters and searches (event kind and incomplete, payload provider, a cited
@@ -139,27 +142,49 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
 # -- measuring -----------------------------------------------------------------------------------
 
 
-def _timed(client: Any, url: str, repeat: int) -> dict[str, float]:
-    response = client.get(url)  # warm-up (and the check that it works)
-    if response.status_code != 200:
-        raise SystemExit(f"{url}: {response.status_code}")
+def _once(client: Any, url: str) -> tuple[float, float, float]:
+    """One request: (wall, CPU, database) seconds."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    walls, cpus, dbs = [], [], []
+    with CaptureQueriesContext(connection) as queries:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        response = client.get(url)
+        if hasattr(response, "streaming_content"):
+            b"".join(response.streaming_content)
+        cpu = time.thread_time() - cpu
+        wall = time.perf_counter() - wall
+    if response.status_code != 200:
+        raise SystemExit(f"{url}: {response.status_code}")
+    # The database's share as the server waited for it (PostgreSQL works in its own process:
+    # its CPU is not in this thread's time).
+    return wall, cpu, sum(float(q["time"]) for q in queries.captured_queries)
+
+
+def timed_rounds(targets: dict[str, tuple[Any, str]], repeat: int,
+                 floor: str) -> dict[str, dict[str, float]]:
+    """Each target's median wall, CPU and database time over ``repeat`` rounds, after one
+    warm-up round; every round requests every target in turn, ``floor`` included, and each
+    target's ratio is the median of its CPU time over the floor's *in the same round*. This
+    machine's speed swings within minutes (the floor ran 1.1-2.6 ms within one hour): a floor
+    measured once, minutes before a page, moved a page's ratio by a third; measured beside it,
+    the swing cancels out."""
+    for client, url in targets.values():
+        _once(client, url)
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in targets}
     for _ in range(repeat):
-        with CaptureQueriesContext(connection) as queries:
-            wall, cpu = time.perf_counter(), time.thread_time()
-            response = client.get(url)
-            if hasattr(response, "streaming_content"):
-                b"".join(response.streaming_content)
-            cpus.append(time.thread_time() - cpu)
-            walls.append(time.perf_counter() - wall)
-        # The database's share as the server waited for it (PostgreSQL works in its own
-        # process: its CPU is not in this thread's time).
-        dbs.append(sum(float(q["time"]) for q in queries.captured_queries))
-    return {"ms": statistics.median(walls) * 1000, "cpu_ms": statistics.median(cpus) * 1000,
-            "db_ms": statistics.median(dbs) * 1000}
+        for name, (client, url) in targets.items():
+            runs[name].append(_once(client, url))
+    out = {}
+    floors = [cpu for _, cpu, _ in runs[floor]]
+    for name, figures in runs.items():
+        walls, cpus, dbs = zip(*figures, strict=True)
+        out[name] = {
+            "ms": statistics.median(walls) * 1000, "cpu_ms": statistics.median(cpus) * 1000,
+            "db_ms": statistics.median(dbs) * 1000,
+            "x_floor": statistics.median(c / f for c, f in zip(cpus, floors, strict=True) if f),
+        }
+    return out
 
 
 def measure(size: int, repeat: int) -> dict[str, Any]:
@@ -187,12 +212,15 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
               .values_list("value", flat=True).first()) or "example.com"
     hit = _search_word()
     source_word = _search_word(SearchDoc.Source.SOURCE)
+    long_conversation = _long_conversation()
     hits = Conversation.objects.filter(search.matching(hit)).count()
     cited = Conversation.objects.filter(pk__in=search.with_facet(search.SITE, domain)).count()
     targets = {
         "login page (floor)": (anonymous, "/accounts/login/"),
         "list page 1": (user, "/"),
         "list last page": (user, "/?page=last"),
+        # Staff see every owner's: the 5,000-turn conversation is on their page 1.
+        "staff list page 1": (admin, "/"),
         f"search hit ({hits} match)": (user, "/?" + urlencode({"q": hit})),
         "search no hit": (user, "/?q=zqxjv-nothing"),
         f"domain filter ({cited} match)": (user, "/?" + urlencode({"domain": domain})),
@@ -218,11 +246,8 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
         "admin attributions, text search": (admin, f"{admin_pages}/attribution/?"
                                             + urlencode({"q": source_word})),
     })
-    results = {name: _timed(client, url, repeat) for name, (client, url) in targets.items()}
     # Ratios on CPU time: on a loaded machine wall time is mostly waiting for a core.
-    floor = results["login page (floor)"]["cpu_ms"]
-    for figures in results.values():
-        figures["x_floor"] = figures["cpu_ms"] / floor if floor else 0.0
+    results = timed_rounds(targets, repeat, floor="login page (floor)")
     out: dict[str, Any] = {
         "database": connection.vendor, "conversations": Conversation.objects.count(),
         "search_docs": SearchDoc.objects.count(), "query": hit, "domain": domain,
@@ -230,7 +255,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
         "requests": results,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-    out["long"] = _long()
+    out["long"] = _long(long_conversation)
     return out
 
 
@@ -254,8 +279,29 @@ def _search_word(source: str = "message") -> str:
     return "weather"
 
 
-def _long() -> Any:
-    """``bench.long.measure()`` (the 5,000-turn conversation), when that module is here."""
+def _long_conversation() -> Any:
+    """The 5,000-turn conversation ``bench.long`` measures: built once into the store (the
+    newest, so on staff's list page 1) and used again by the next runs; None without
+    ``bench/long.py``."""
+    try:
+        from bench import long as long_bench
+    except ImportError:
+        return None
+    from django.contrib.auth import get_user_model
+
+    from conversations.models import Conversation
+
+    kept = (Conversation.objects.filter(owner__username="bench-long", next_seq__gt=5000)
+            .order_by("created_at").first())
+    if kept is None:
+        owner = get_user_model().objects.filter(username="bench-long").first() or (
+            get_user_model().objects.create_user("bench-long", password="bench-long-pw"))
+        kept = long_bench.build_long_conversation(owner=owner)
+    return kept
+
+
+def _long(conversation: Any) -> Any:
+    """``bench.long.measure()`` on ``conversation``, when that module is here."""
     try:
         from bench import long as long_bench
     except ImportError:
@@ -263,13 +309,8 @@ def _long() -> Any:
     run = getattr(long_bench, "measure", None)
     if run is None:
         return "bench.long has no measure(): skipped"
-    from conversations.models import Conversation
-
-    # Built once into the store and used again by the next runs (not one more each time).
-    kept = (Conversation.objects.filter(owner__username="bench-long", next_seq__gt=5000)
-            .order_by("created_at").first())
     try:
-        return run(kept)
+        return run(conversation)
     except Exception as exc:  # its own failure is reported, the store's figures are kept
         return f"bench.long.measure() failed: {exc!r}"
 
@@ -322,7 +363,7 @@ def report(size: int, backend: str, built: dict[str, Any], figures: dict[str, An
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--batch", type=int, default=500, help="files per commit")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--role", choices=("generate", "measure"), help=argparse.SUPPRESS)

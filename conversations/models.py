@@ -92,6 +92,12 @@ class Conversation(models.Model):
     # rowids carry it), given by the writer's INSERT, unique, never changed. Not SQLite's own
     # rowid: VACUUM may renumber that. NULL on PostgreSQL, whose search needs none.
     search_key = models.BigIntegerField(null=True, blank=True, editable=False)
+    # What a list row shows of the log, kept by the writer as it appends (``conversations.search``
+    # keeps them; ``search.rebuild`` recomputes them): a row costs the same for a conversation
+    # of one turn as of five thousand. Searches are distinct web_search activity ids.
+    turn_count = models.PositiveIntegerField(default=0, editable=False)
+    citation_count = models.PositiveIntegerField(default=0, editable=False)
+    search_count = models.PositiveIntegerField(default=0, editable=False)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -146,7 +152,12 @@ class Turn(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "index"], name="turn_index_unique"),
         ]
-        indexes = [models.Index(fields=["created_at"], name="turn_created")]  # the admin's order
+        indexes = [
+            models.Index(fields=["created_at"], name="turn_created"),  # the admin's order
+            # A list row's live flag: the few streaming turns (nothing to write for the rest).
+            models.Index(fields=["conversation"], condition=models.Q(status="streaming"),
+                         name="turn_streaming"),
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.index} ({self.role})"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, Max, OuterRef, QuerySet, Subquery
 from django.template.loader import get_template, render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -23,7 +23,6 @@ from django.utils.safestring import mark_safe
 
 from conversations import search, streaming
 from conversations.models import (
-    Attribution,
     Conversation,
     Event,
     RenderedHTML,
@@ -36,7 +35,6 @@ from conversations.rendering import (
     RenderedTurn,
     render_turn,
 )
-from streams.bodies import ActivityBody
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
@@ -284,29 +282,12 @@ def conversation_rows(
 
 
 def _annotated_rows(ids: list[Any]) -> QuerySet[Conversation]:
-    """The rows ``ids`` with their counts (turns, citations, searches), first user line and
-    live flag: correlated subqueries, but over those rows only."""
-    def count(subquery: QuerySet) -> Subquery:
-        return Subquery(
-            subquery.order_by().values("conversation").annotate(n=Count("pk")).values("n")[:1]
-        )
-
+    """The rows ``ids`` with their first user line and live flag: correlated subqueries over
+    those rows only, each bounded by an index (the counts are the rows' own columns)."""
     first_user_line = Event.objects.filter(
         conversation=OuterRef("pk"), kind="message", turn__role=Turn.Role.USER
     ).order_by("seq").values("text")[:1]
-    citations = Subquery(
-        Attribution.objects.filter(event__conversation=OuterRef("pk")).order_by()
-        .values("event__conversation").annotate(n=Count("pk")).values("n")[:1]
-    )
-    searches = Subquery(
-        Event.objects.filter(conversation=OuterRef("pk"), kind=ActivityBody.kind,
-                             activity_name="web_search").order_by()
-        .values("conversation").annotate(n=Count("activity_id", distinct=True)).values("n")[:1]
-    )
     return Conversation.objects.filter(pk__in=ids).annotate(
-        turn_count=count(Turn.objects.filter(conversation=OuterRef("pk"))),
-        citation_count=citations,
-        search_count=searches,
         first_user_text=Subquery(first_user_line),
         is_live=Exists(Turn.objects.filter(conversation=OuterRef("pk"),
                                            status=Turn.Status.STREAMING)),
@@ -314,8 +295,8 @@ def _annotated_rows(ids: list[Any]) -> QuerySet[Conversation]:
 
 
 # The SQL of ``_annotated_rows`` for n rows, per connection: (sql, params, the position in
-# ``ids`` of each param that is one). Building and compiling those five subqueries was four
-# fifths of the call (about 4 of 5 ms on every list page); the query itself is the same for
+# ``ids`` of each param that is one). Building and compiling its subqueries was most of the
+# call (4 of 5 ms on every list page, with five of them); the query itself is the same for
 # every page of n rows.
 _ANNOTATED_SQL: dict[tuple[str, int], tuple[str, tuple[Any, ...], dict[int, int]]] = {}
 

@@ -31,6 +31,10 @@ writes left equals a rebuild):
 - ``FacetCount``: per owner, kind and value, how many conversations have it — the filter
   choices, read without aggregating the store. Incremented when a facet row is new, decremented
   when a conversation is deleted, moved when an owner changes.
+
+And a list row's counts, columns of the conversation (``turn_count``, ``citation_count``,
+``search_count``: distinct web_search activity ids), added to by each write (``_count``), so
+a row costs the same whatever its conversation's size.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ from conversations.models import (
     SearchDoc,
     Turn,
 )
+from streams.bodies import ActivityBody
 
 DOMAIN, SITE, PROVIDER, MODEL = "domain", "site", "provider", "model"
+SEARCH_ACTIVITY = "web_search"  # the hosted activity a list row counts as a search
 COUNTED = (DOMAIN, PROVIDER, MODEL)  # the kinds the filter choices list
 _VALUE_LENGTH = ConversationFacet._meta.get_field("value").max_length
 FTS_TABLE = "conversations_searchdoc_fts"
@@ -95,6 +101,28 @@ class Pending:
         self.fresh = False
         self.facets: dict[tuple[str, str], None] = {}  # ordered set of (kind, value)
         self._sources: set[tuple[str, str]] = set()
+        # The list row's counts (``Conversation.turn_count`` ...): what this write adds.
+        self.turns = 0
+        self.citations = 0
+        self.searches: set[str] = set()  # web_search activity ids (a search is counted once)
+
+    def turn(self) -> None:
+        self.turns += 1
+
+    def citation(self) -> None:
+        self.citations += 1
+
+    def activity(self, activity_id: str, name: str) -> None:
+        if name == SEARCH_ACTIVITY:
+            self.searches.add(activity_id)
+
+    def take_counts(self) -> tuple[int, int, int]:
+        """The counts so far of a conversation this write creates, for its INSERT (so no
+        UPDATE follows it); ``write`` adds only what comes after."""
+        counts = (self.turns, self.citations, len(self.searches))
+        self.turns = self.citations = 0
+        self.searches = set()
+        return counts
 
     def title(self, title: str) -> None:
         if title:
@@ -120,7 +148,7 @@ class Pending:
             self.facets[(MODEL, model[:_VALUE_LENGTH])] = None
 
     def __bool__(self) -> bool:
-        return bool(self.docs or self.facets)
+        return bool(self.docs or self.facets or self.turns or self.citations or self.searches)
 
 
 class _Sql:
@@ -152,6 +180,16 @@ class _Sql:
                          f"WHERE {q('conversation_id')} = %s")
         self.owner = (f"SELECT {q('owner_id')} FROM {q(Conversation._meta.db_table)} "
                       f"WHERE {q('id')} = %s")
+        self.counts = (f"UPDATE {q(Conversation._meta.db_table)} SET "
+                       f"{q('turn_count')} = {q('turn_count')} + %s, "
+                       f"{q('citation_count')} = {q('citation_count')} + %s, "
+                       f"{q('search_count')} = {q('search_count')} + %s WHERE {q('id')} = %s")
+        # Which of a write's search ids the conversation's log holds already (through the
+        # event kind index: this conversation's hosted activities only).
+        self.searched = (f"SELECT DISTINCT {q('activity_id')} FROM {q(Event._meta.db_table)} "
+                         f"WHERE {q('kind')} = '{ActivityBody.kind}' AND "
+                         f"{q('conversation_id')} = %s AND {q('activity_name')} = "
+                         f"'{SEARCH_ACTIVITY}' AND {q('activity_id')} IN ")
 
     @classmethod
     def of(cls, connection: Any) -> _Sql:
@@ -173,6 +211,7 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
     if not pending:
         return
     sql = _Sql.of(connection)
+    _count(cursor, sql, conversation_id, pending)
     if pending.docs:
         cursor.executemany(sql.doc, [(conversation_id, source, body)
                                      for source, body in pending.docs])
@@ -199,6 +238,21 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
             owner_id = row[0] if row else None
         cursor.executemany(sql.count_up, [(owner_key(owner_id), kind, value, 1)
                                           for kind, value in new])
+
+
+def _count(cursor: Any, sql: _Sql, conversation_id: Any, pending: Pending) -> None:
+    """Add ``pending``'s turns, citations and searches to the conversation's counts. Runs
+    before the write's events are inserted: a search id its log holds already (the search's
+    "completed" after its "started") is not counted again."""
+    searches = pending.searches
+    if searches and not pending.fresh:
+        ids = sorted(searches)
+        cursor.execute(sql.searched + f"({', '.join(['%s'] * len(ids))})",
+                       [conversation_id, *ids])
+        searches = searches - {row[0] for row in cursor.fetchall()}
+    if pending.turns or pending.citations or searches:
+        cursor.execute(sql.counts, [pending.turns, pending.citations, len(searches),
+                                    conversation_id])
 
 
 def forget(conversation_id: Any, owner_id: int | None) -> None:
@@ -439,9 +493,10 @@ def snippets(conversation_ids: Iterable[Any], query: str,
 # -- rebuilding from the log ---------------------------------------------------------------------
 
 
-def rebuild(using: str = "default") -> None:
-    """Recompute every index table from the event log (the migration's backfill; also what a
-    test compares the incrementally kept tables with)."""
+def rebuild(using: str = "default", *, counts: bool = True) -> None:
+    """Recompute every index table and (``counts``) the conversations' list counts from the
+    event log (the migrations' backfill; also what a test compares the incrementally kept
+    tables with)."""
     connection = connections[using]
     q = connection.ops.quote_name
     t = {m: q(m._meta.db_table) for m in (SearchDoc, ConversationFacet, FacetCount, Conversation,
@@ -480,6 +535,8 @@ def rebuild(using: str = "default") -> None:
             rows += [(conversation_id, SITE, site) for site in sites(domain)]
         with connection.cursor() as writer:
             writer.executemany(_Sql.of(connection).facet, rows)
+        if counts:
+            cursor.execute(recount_sql(connection))
         cursor.execute(
             f"INSERT INTO {t[FacetCount]} ({q('owner_key')}, {q('kind')}, {q('value')}, "
             f"{q('conversations')}) SELECT COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, "
@@ -487,6 +544,23 @@ def rebuild(using: str = "default") -> None:
             f"ON c.{q('id')} = f.{q('conversation_id')} WHERE f.{q('kind')} IN (%s, %s, %s) "
             f"GROUP BY COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, f.{q('value')}",
             list(COUNTED))
+
+
+def recount_sql(connection: Any) -> str:
+    """SQL that sets every conversation's list counts from its log (what ``_count`` keeps)."""
+    q = connection.ops.quote_name
+    conversations, turns, events, attributions = (
+        q(m._meta.db_table) for m in (Conversation, Turn, Event, Attribution))
+    this = f"{conversations}.{q('id')}"
+    return (
+        f"UPDATE {conversations} SET {q('turn_count')} = (SELECT COUNT(*) FROM {turns} t WHERE "
+        f"t.{q('conversation_id')} = {this}), {q('citation_count')} = (SELECT COUNT(*) FROM "
+        f"{attributions} a JOIN {events} e ON e.{q('id')} = a.{q('event_id')} WHERE "
+        f"e.{q('conversation_id')} = {this}), {q('search_count')} = (SELECT "
+        f"COUNT(DISTINCT e.{q('activity_id')}) FROM {events} e WHERE e.{q('kind')} = "
+        f"'{ActivityBody.kind}' AND e.{q('conversation_id')} = {this} AND "
+        f"e.{q('activity_name')} = '{SEARCH_ACTIVITY}')"
+    )
 
 
 def install_sql(vendor: str) -> list[str]:

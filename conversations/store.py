@@ -439,6 +439,7 @@ class _Rows:
             "created_at": created, "updated_at": created, "forked_from_id": None,
             "forked_at_turn": spec.forked_at_turn, "next_seq": 1,
             "search_key": None,  # the INSERT's (insert_conversation)
+            "turn_count": 0, "citation_count": 0, "search_count": 0,  # the INSERT's
         })
         # Assigned as Conversation(owner=...) does: checked, and cached on the instance.
         if spec.owner is not None:
@@ -459,6 +460,7 @@ class _Rows:
             self.time(turn.created_at), self.time(turn.completed_at),
         ))
         self.search.provenance(turn.provider, turn.model)
+        self.search.turn()
 
     def _payload(self, payload: Payload, payload_id: Any) -> Any:
         value, size, digest = _payload_values(payload)
@@ -520,6 +522,8 @@ class _Rows:
         self.bodies.append(body)
         if kind == "message":
             self.search.message(text)
+        elif activity_name:
+            self.search.activity(activity_id, activity_name)
 
     def attribution(
         self, event_id: Any, ordinal: int, url: str, title: str, excerpt: str,
@@ -537,6 +541,7 @@ class _Rows:
             integrity,
         ))
         self.search.source(title, url, domain)
+        self.search.citation()
 
     def written(self, turn: Turn, using: str) -> list[Event]:
         """The events of ``turn`` this write made, in seq order, their typed bodies attached."""
@@ -560,6 +565,8 @@ class _Rows:
 
     def write(self, cursor: Any) -> None:
         tables = self.tables
+        # The indexes first: the counts ask what the log held before this write's events.
+        search.write(cursor, self.connection, self.conversation_id, self.search, self.owner_id)
         for sql, rows in (
             (tables.turn_sql, self.turns),
             (tables.payload_sql, self.payloads),
@@ -568,7 +575,6 @@ class _Rows:
         ):
             if rows:
                 cursor.executemany(sql, rows)
-        search.write(cursor, self.connection, self.conversation_id, self.search, self.owner_id)
 
 
 def _as_uuid(value: Any) -> uuid.UUID:
@@ -580,7 +586,7 @@ def _as_uuid(value: Any) -> uuid.UUID:
 # them.
 COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Conversation: ("id", "owner_id", "title", "created_at", "updated_at", "forked_from_id",
-                   "forked_at_turn", "next_seq"),
+                   "forked_at_turn", "next_seq", "turn_count", "citation_count", "search_count"),
     Turn: ("id", "conversation_id", "index", "role", "status", "end_reason", "agent_id",
            "provider", "model", "responses", "created_at", "completed_at"),
     ProviderPayload: ("id", "provider", "format", "version", "value", "size", "sha256",
@@ -694,12 +700,14 @@ class _Tables:
         cursor.execute(self.bump_sql, [next_seq, stamp, self.uuid(conversation_id)])
 
     def insert_conversation(self, cursor: Any, conversation: Conversation, rows: _Rows) -> None:
+        counts = rows.search.take_counts()
+        conversation.turn_count, conversation.citation_count, conversation.search_count = counts
         cursor.execute(self.conversation_sql, [
             self.uuid(conversation.pk), conversation.owner_id, conversation.title,
             rows.time(conversation.created_at), rows.time(conversation.updated_at),
             None if conversation.forked_from_id is None else self.uuid(
                 conversation.forked_from_id),
-            conversation.forked_at_turn, conversation.next_seq,
+            conversation.forked_at_turn, conversation.next_seq, *counts,
         ])
         if self.returns_search_key:
             conversation.search_key = cursor.fetchone()[0]

@@ -76,6 +76,47 @@ def test_0009_backfills_the_search_and_facet_indexes():
         executor.migrate(executor.loader.graph.leaf_nodes())
 
 
+@pytest.mark.django_db(transaction=True)
+def test_0015_backfills_the_list_counts_and_goes_back():
+    before = [("conversations", "0014_search_key")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        apps = executor.loader.project_state(before).apps
+        Conversation = apps.get_model("conversations", "Conversation")
+        cited, empty = Conversation.objects.create(title="cited"), Conversation.objects.create()
+        turns = [apps.get_model("conversations", "Turn").objects.create(
+            conversation=cited, index=i, role=role) for i, role in enumerate(["user", "agent"])]
+        Event = apps.get_model("conversations", "Event")
+        events = [Event.objects.create(conversation=cited, turn=turns[1], seq=seq, kind=kind,
+                                       activity_id=key, activity_name=name)
+                  for seq, (kind, key, name) in enumerate([
+                      ("hosted_activity", "s1", "web_search"),
+                      ("hosted_activity", "s1", "web_search"),  # its "completed"
+                      ("hosted_activity", "s2", "web_search"),
+                      ("hosted_activity", "f1", "web_fetch"),
+                      ("message", "", "")], 1)]
+        for ordinal in range(3):
+            apps.get_model("conversations", "Attribution").objects.create(
+                event=events[-1], ordinal=ordinal, url=f"https://a.example/{ordinal}")
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        from conversations.models import Conversation as Current
+
+        assert Current.objects.values_list("turn_count", "citation_count", "search_count") \
+            .get(pk=cited.pk) == (2, 3, 2)
+        assert Current.objects.values_list("turn_count", "citation_count", "search_count") \
+            .get(pk=empty.pk) == (0, 0, 0)
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)  # and back: the columns go, the rows stay
+        Conversation = executor.loader.project_state(before).apps.get_model(
+            "conversations", "Conversation")
+        assert Conversation.objects.count() == 2
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 def _single_column_indexes(table: str) -> set[str]:
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, table)

@@ -39,7 +39,7 @@ def test_a_page_s_rows_are_what_the_orm_query_gives_and_its_sql_is_compiled_once
             got[cited.pk].search_count) == (5, 2, 1)
     assert got[live.pk].is_live is True and got[cited.pk].is_live is False
     assert got[cited.pk].first_user_text == "What is the weather in Paris?"
-    assert got[empty.pk].turn_count is None and got[empty.pk].first_user_text is None
+    assert got[empty.pk].turn_count == 0 and got[empty.pk].first_user_text is None
 
     with mock.patch.object(SQLCompiler, "as_sql", autospec=True,
                            side_effect=SQLCompiler.as_sql) as compiled:
@@ -47,3 +47,26 @@ def test_a_page_s_rows_are_what_the_orm_query_gives_and_its_sql_is_compiled_once
     assert compiled.call_count == 0
     assert set(again) == set(ids) and again[live.pk].is_live is True
     assert reading.annotated([]) == {}
+
+
+def test_a_row_costs_the_same_whatever_its_conversation_s_size():
+    """A row's counts are its own columns, kept by the writer: the page's query counts
+    nothing and reads no event or attribution table (a 5,000-turn conversation's row cost
+    10 ms when it counted them); its live flag is looked up in the streaming turns' index."""
+    from django.db import connection
+
+    alice = User.objects.create_user("alice", password="pw-alice-123")
+    cited = build_conversation(owner=alice)
+    reading._ANNOTATED_SQL.clear()
+    reading.annotated([cited.pk])
+    sql = reading._ANNOTATED_SQL[(connection.alias, 1)][0]
+    q = connection.ops.quote_name
+    assert "COUNT(" not in sql.upper() and q("conversations_attribution") not in sql
+    # The first user line reads events by (conversation, seq): the first, as a rule.
+    assert sql.count(q("conversations_event")) == 1
+    if connection.vendor == "sqlite":
+        sql, params = reading._annotated_rows([cited.pk]).query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = " ".join(row[-1] for row in cursor.fetchall())
+        assert "turn_streaming" in plan, plan

@@ -14,6 +14,8 @@ from conversations.forking import fork
 from conversations.models import Conversation, ConversationFacet, FacetCount, SearchDoc
 from conversations.projections import export_document, import_document
 from conversations.reading import conversation_rows, filter_choices, list_page
+from streams.bodies import ActivityBody
+from streams.builder import AttributionRecord, EventRecord
 from tests.api.conftest import build_conversation
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +49,8 @@ def snapshot(users):
     facets = sorted(ConversationFacet.objects.values_list("conversation_id", "kind", "value"))
     counts = sorted(FacetCount.objects.filter(conversations__gt=0)
                     .values_list("owner_key", "kind", "value", "conversations"))
+    rows = sorted(Conversation.objects.values_list("pk", "turn_count", "citation_count",
+                                                   "search_count"))
     answers = {}
     for user in users:
         for q in QUERIES:
@@ -56,7 +60,8 @@ def snapshot(users):
             answers[(user.pk, *f.items())] = set(conversation_rows(user, **f)
                                                  .values_list("pk", flat=True))
         answers[(user.pk, "choices")] = filter_choices(user)
-    return {"docs": sorted(set(docs)), "facets": facets, "counts": counts, "answers": answers}
+    return {"docs": sorted(set(docs)), "facets": facets, "counts": counts, "rows": rows,
+            "answers": answers}
 
 
 def assert_matches_rebuild(users):
@@ -89,6 +94,36 @@ def test_every_write_keeps_the_indexes_equal_to_a_rebuild(alice, bob, staff):
     assert_matches_rebuild(users)
     assert filter_choices(bob)["providers"] == ["anthropic", "openai"]
     assert filter_choices(alice)["providers"] == ["anthropic"]  # the import, given to her
+
+
+def test_a_search_is_counted_once_across_writes_and_forks(alice, bob, staff):
+    """A list row's search count is its distinct web_search activity ids: a search's
+    "completed" appended after its "started" (the live path) is not a second search, a fetch
+    is none, and a fork copies what it holds."""
+    c = store.create_conversation(title="searching", owner=alice)
+    turn = store.open_turns(c, [store.user_turn("Find it"), store.NewTurn("agent", [])])[1][0]
+
+    def activity(id, name, state):
+        return EventRecord("hosted_activity", body=ActivityBody(id, name, state, {}, ""))
+
+    store.append_events(turn, [activity("ws_1", "web_search", "started")])
+    store.append_events(turn, [activity("ws_1", "web_search", "completed"),
+                               activity("ws_2", "web_search", "started"),
+                               activity("ws_2", "web_search", "completed"),
+                               activity("wf_1", "web_fetch", "completed")])
+    store.append_events(turn, [EventRecord("message", text="Found.", attributions=[
+        AttributionRecord("https://a.example/1", "One"),
+        AttributionRecord("https://a.example/1", "One again")])])
+    c.refresh_from_db()
+    assert (c.turn_count, c.citation_count, c.search_count) == (2, 2, 2)
+    forked = fork(c, 1, owner=bob, title="forked")
+    forked.refresh_from_db()
+    assert (forked.turn_count, forked.citation_count, forked.search_count) == (2, 2, 2)
+    store.append_events(turn, [activity("ws_2", "web_search", "failed"),
+                               activity("ws_3", "web_search", "started")])
+    c.refresh_from_db()
+    assert c.search_count == 3
+    assert_matches_rebuild([alice, bob, staff])
 
 
 def test_search_and_filters_answer(alice, bob):
