@@ -43,7 +43,7 @@ from conversations.models import (
     ProviderPayload,
     Turn,
 )
-from conversations.search import PROVIDER, source_count, source_ids
+from conversations.search import PROVIDER, source_count, source_folded_matches, source_ids
 from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
@@ -647,12 +647,12 @@ class AttributionAdmin(ReadOnlyAdmin):
         """The sources with ``word`` in their URL or title, and how many SQLite's index of
         them holds, up to ``COUNT_LIMIT + 1`` (None: not asked). Through that index for a word
         at most ``COUNT_LIMIT`` sources have (a scan of every source was 130 ms at 384k); a
-        common word reads the list in order, testing each (PostgreSQL's trigram indexes serve
-        icontains as it is)."""
+        common word reads the list in order, testing each. PostgreSQL: the trigram indexes of
+        the folded copies of both (``search.FOLDED``)."""
         indexed = source_count(word, COUNT_LIMIT, using)
         if indexed is not None and indexed <= COUNT_LIMIT:
             return Q(pk__in=source_ids(word)), indexed
-        return super().word_matches(word, using), indexed
+        return source_folded_matches(word, using) or super().word_matches(word, using), indexed
 
     @admin.display(description="url", ordering="url")
     def url_preview(self, obj: Attribution) -> str:

@@ -5,6 +5,15 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+# PostgreSQL's index as it was then (0016 replaced it with one of a folded copy).
+POSTGRESQL_INSTALL = [
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    'CREATE INDEX IF NOT EXISTS searchdoc_body_trgm ON "conversations_searchdoc" '
+    "USING gin (body gin_trgm_ops)",
+]
+POSTGRESQL_UNINSTALL = ["DROP INDEX IF EXISTS searchdoc_body_trgm"]
+
+
 def install(apps, schema_editor):
     """The database's own search index over SearchDoc (see conversations.search), as it was
     then, then the backfill of every index table from the event log already stored."""
@@ -12,8 +21,8 @@ def install(apps, schema_editor):
     from conversations.migrations import _search_by_doc_id
 
     connection = schema_editor.connection
-    statements = (_search_by_doc_id.INSTALL if connection.vendor == "sqlite"
-                  else search.install_sql(connection.vendor))
+    statements = {"sqlite": _search_by_doc_id.INSTALL,
+                  "postgresql": POSTGRESQL_INSTALL}.get(connection.vendor, [])
     with connection.cursor() as cursor:
         for statement in statements:
             cursor.execute(statement)
@@ -21,12 +30,11 @@ def install(apps, schema_editor):
 
 
 def uninstall(apps, schema_editor):
-    from conversations import search
     from conversations.migrations import _search_by_doc_id
 
     connection = schema_editor.connection
-    statements = (_search_by_doc_id.UNINSTALL if connection.vendor == "sqlite"
-                  else search.uninstall_sql(connection.vendor))
+    statements = {"sqlite": _search_by_doc_id.UNINSTALL,
+                  "postgresql": POSTGRESQL_UNINSTALL}.get(connection.vendor, [])
     with connection.cursor() as cursor:
         for statement in statements:
             cursor.execute(statement)

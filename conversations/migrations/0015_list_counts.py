@@ -5,8 +5,9 @@ a row cost in proportion to its conversation's size (the 5,000-turn conversation
 10 ms on any page that showed it: staff's list page 1 at 100k, 29 ms). The columns are added
 with ``ALTER TABLE ... ADD COLUMN ... DEFAULT 0`` on both databases: Django's ``AddField`` of a
 NOT NULL column remakes the table on SQLite, which the search index's triggers forbid (see
-``conversations.search.install_sql``). The backfill is the SQL of ``search.recount_sql`` as
-this migration is written.
+``conversations.search.install_sql``). The backfill is ``search.recount_sql`` (a later change
+of it freezes this migration's copy here, as 0014 says of its statements): 10 s on SQLite
+and 17 s on PostgreSQL for the bench store of 100k conversations.
 """
 
 from django.db import migrations, models
@@ -15,26 +16,15 @@ COUNTS = ("turn_count", "citation_count", "search_count")
 TABLE = "conversations_conversation"
 
 
-def _recount() -> str:
-    return (
-        f'UPDATE "{TABLE}" SET '
-        '"turn_count" = (SELECT COUNT(*) FROM "conversations_turn" t '
-        f'WHERE t."conversation_id" = "{TABLE}"."id"), '
-        '"citation_count" = (SELECT COUNT(*) FROM "conversations_attribution" a JOIN '
-        '"conversations_event" e ON e."id" = a."event_id" '
-        f'WHERE e."conversation_id" = "{TABLE}"."id"), '
-        '"search_count" = (SELECT COUNT(DISTINCT e."activity_id") FROM "conversations_event" e '
-        f'WHERE e."kind" = \'hosted_activity\' AND e."conversation_id" = "{TABLE}"."id" '
-        "AND e.\"activity_name\" = 'web_search')"
-    )
-
-
 def add_counts(apps, schema_editor):
     kind = "integer unsigned" if schema_editor.connection.vendor == "sqlite" else "integer"
     for column in COUNTS:
         schema_editor.execute(f'ALTER TABLE "{TABLE}" ADD COLUMN "{column}" {kind} NOT NULL '
                               f'DEFAULT 0 CHECK ("{column}" >= 0)')
-    schema_editor.execute(_recount())
+    from conversations import search
+
+    for statement in search.recount_sql(schema_editor.connection):
+        schema_editor.execute(statement)
 
 
 def drop_counts(apps, schema_editor):

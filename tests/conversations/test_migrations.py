@@ -153,22 +153,42 @@ def test_0011_drops_the_indexes_a_composite_one_leads_with_and_back():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_0012_trigram_indexes_of_sources_on_postgresql_only_and_back():
+def test_trigram_indexes_on_postgresql_only_0012_then_0016_folded_and_back():
+    """0012 indexes the sources' URL and title trigrams; 0016 moves those indexes, and the
+    search docs' (0009's), to folded copies the database keeps; each goes back."""
     def trigram_indexes() -> set[str]:
+        found = set()
         with connection.cursor() as cursor:
-            names = connection.introspection.get_constraints(cursor, "conversations_attribution")
-        return {name for name in names if name.endswith("_trgm")}
+            for table in ("conversations_attribution", "conversations_searchdoc"):
+                names = connection.introspection.get_constraints(cursor, table)
+                found |= {name for name in names if name.endswith("_trgm")}
+        return found
 
-    made = {"attribution_url_trgm", "attribution_title_trgm"}
-    assert trigram_indexes() == (made if connection.vendor == "postgresql" else set())
+    def folded_columns() -> set[str]:
+        with connection.cursor() as cursor:
+            return {f"{table}.{column.name}" for table in ("conversations_attribution",
+                                                           "conversations_searchdoc")
+                    for column in connection.introspection.get_table_description(cursor, table)
+                    if column.name.endswith("_folded")}
+
+    postgresql = connection.vendor == "postgresql"
+    folded = {"attribution_url_folded_trgm", "attribution_title_folded_trgm",
+              "searchdoc_body_folded_trgm"}
+    before = {"attribution_url_trgm", "attribution_title_trgm", "searchdoc_body_trgm"}
+    assert trigram_indexes() == (folded if postgresql else set())
+    assert len(folded_columns()) == (3 if postgresql else 0)
     executor = MigrationExecutor(connection)
     try:
+        executor.migrate([("conversations", "0015_list_counts")])
+        assert trigram_indexes() == (before if postgresql else set())
+        assert folded_columns() == set()
+        executor = MigrationExecutor(connection)
         executor.migrate([("conversations", "0011_admin_filter_indexes")])
-        assert trigram_indexes() == set()
+        assert trigram_indexes() == ({"searchdoc_body_trgm"} if postgresql else set())
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
-    assert trigram_indexes() == (made if connection.vendor == "postgresql" else set())
+    assert trigram_indexes() == (folded if postgresql else set())
 
 
 @pytest.mark.django_db(transaction=True)

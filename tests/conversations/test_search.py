@@ -137,6 +137,7 @@ def test_search_and_filters_answer(alice, bob):
     assert ids(query="unn") == {a.pk}  # inside a word
     assert ids(query="news.example.com/to") == {a.pk}  # a cited URL
     assert ids(query="Météo") == {a.pk}  # a cited title
+    assert ids(query="MÉTÉO") == ids(query="météo") == {a.pk}  # case folded beyond ASCII
     assert ids(query="Weather in") == {a.pk}  # the title
     assert ids(query="100%") == set() and ids(query="_") == set()  # wildcards are literal
     assert ids(query="Pa") == {a.pk}  # under three characters: titles only
