@@ -345,10 +345,14 @@ def report(size: int, backend: str, built: dict[str, Any], figures: dict[str, An
     print(f"search query {figures['query']!r}, domain {figures['domain']!r}, "
           f"source search {figures['source_query']!r}")
     print(f"{'request':34} {'wall ms':>8} {'cpu ms':>8} {'db ms':>8} {'x floor':>8}"
-          "  (ratio and targets on CPU time)")
+          f"  (targets: <= {TARGET_MS:.0f} ms wall and CPU, "
+          f"<= {TARGET_RATIO:.0f}x the floor's CPU)")
     for name, row in figures["requests"].items():
         floor = name.startswith("login")
-        miss = not floor and (row["cpu_ms"] > TARGET_MS or row["x_floor"] > TARGET_RATIO)
+        # A page's server time is its wall time where the database works in its own process
+        # (PostgreSQL: what a user waits for); its ratio is on CPU time.
+        miss = not floor and (max(row["cpu_ms"], row["ms"]) > TARGET_MS
+                              or row["x_floor"] > TARGET_RATIO)
         print(f"{name:34} {row['ms']:8.1f} {row['cpu_ms']:8.1f} {row.get('db_ms', 0):8.1f} "
               f"{row['x_floor']:8.1f}{'  over target' if miss else ''}")
     print(f"server RSS (peak): {figures['rss_mb']:.0f} MB")

@@ -26,13 +26,15 @@ def test_scale_bench_smoke(tmp_path):
          "--json"], cwd=REPO, env=env, capture_output=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     figures = json.loads(done.stdout)["sqlite"]
-    assert figures["conversations"] == 50
+    assert figures["conversations"] == 51  # and bench.long's, built before the pages are timed
     assert figures["built"]["generated"] is True
     rows = figures["requests"]
-    assert {"login page (floor)", "list page 1", "list last page", "search no hit",
+    assert {"login page (floor)", "list page 1", "list last page", "staff list page 1",
+            "search no hit",
             "API list", "admin events", "admin events, kind filter",
             "admin attributions, domain search"} <= set(rows)
     assert all(row["ms"] > 0 for row in rows.values())
+    assert rows["login page (floor)"]["x_floor"] == 1.0  # each round's floor over itself
     again = subprocess.run(  # the store is cached: not built again
         [sys.executable, "-m", "bench.scale", "--conversations", "50", "--repeat", "1",
          "--json"], cwd=REPO, env=env, capture_output=True, timeout=600, check=False)
