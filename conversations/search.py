@@ -596,18 +596,18 @@ def recount_sql(connection: Any) -> list[str]:
         q(m._meta.db_table) for m in (Conversation, Turn, Event, Attribution))
     searches = (f"e.{q('kind')} = '{ActivityBody.kind}' AND "
                 f"e.{q('activity_name')} = '{SEARCH_ACTIVITY}'")
-    sources = {  # column: (SELECT the conversation id, the count FROM ... WHERE ...)
-        "turn_count": (f"t.{q('conversation_id')}", "COUNT(*)", f"{turns} t", "1 = 1"),
+    sources = {  # column: (the conversation id, the count, FROM what, and which rows)
+        "turn_count": (f"t.{q('conversation_id')}", "COUNT(*)", f"{turns} t", ""),
         "citation_count": (f"e.{q('conversation_id')}", "COUNT(*)",
                            f"{attributions} a JOIN {events} e ON e.{q('id')} = "
-                           f"a.{q('event_id')}", "1 = 1"),
+                           f"a.{q('event_id')}", ""),
         "search_count": (f"e.{q('conversation_id')}", f"COUNT(DISTINCT e.{q('activity_id')})",
                          f"{events} e", searches),
     }
     this = f"{conversations}.{q('id')}"
     if connection.vendor != "postgresql":
-        sets = ", ".join(f"{q(column)} = (SELECT {count} FROM {tables} WHERE {where} AND "
-                         f"{key} = {this})"
+        sets = ", ".join(f"{q(column)} = (SELECT {count} FROM {tables} WHERE {key} = {this}"
+                         f"{' AND ' + where if where else ''})"
                          for column, (key, count, tables, where) in sources.items())
         return [f"UPDATE {conversations} SET {sets}"]
     statements = [f"UPDATE {conversations} SET " + ", ".join(f"{q(column)} = 0"
@@ -615,7 +615,8 @@ def recount_sql(connection: Any) -> list[str]:
     for column, (key, count, tables, where) in sources.items():
         statements.append(
             f"UPDATE {conversations} SET {q(column)} = s.n FROM (SELECT {key} AS id, {count} "
-            f"AS n FROM {tables} WHERE {where} GROUP BY {key}) s WHERE {this} = s.id")
+            f"AS n FROM {tables}{' WHERE ' + where if where else ''} GROUP BY {key}) s "
+            f"WHERE {this} = s.id")
     return statements
 
 
