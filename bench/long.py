@@ -103,6 +103,18 @@ def build_long_conversation(turns: int = 5000, *, owner: Any = None, title: str 
     return conversation
 
 
+LONG_OWNER = "bench-long"
+
+
+def long_owner() -> Any:
+    """The user who owns the long conversation (made on first use)."""
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    return User.objects.filter(username=LONG_OWNER).first() or User.objects.create_user(
+        LONG_OWNER, password="bench-long-pw")
+
+
 # -- measuring ------------------------------------------------------------------------------
 
 
@@ -139,14 +151,12 @@ def measure(conversation: Any = None, *, turns: int = 5000, repeat: int = 3,
     import gc
     import tracemalloc
 
-    from django.contrib.auth import get_user_model
     from django.test import Client
 
     from conversations.models import RenderedHTML, TurnExport, TurnFragment
 
     say = log or (lambda *_: None)
-    owner = get_user_model().objects.filter(username="bench-long").first() or (
-        get_user_model().objects.create_user("bench-long", password="bench-long-pw"))
+    owner = long_owner()
     if conversation is None:
         say(f"building a {turns:,}-turn conversation through the store")
         build, _, conversation = _timed(lambda: build_long_conversation(turns, owner=owner))

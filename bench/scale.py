@@ -287,17 +287,11 @@ def _long_conversation() -> Any:
         from bench import long as long_bench
     except ImportError:
         return None
-    from django.contrib.auth import get_user_model
-
     from conversations.models import Conversation
 
-    kept = (Conversation.objects.filter(owner__username="bench-long", next_seq__gt=5000)
-            .order_by("created_at").first())
-    if kept is None:
-        owner = get_user_model().objects.filter(username="bench-long").first() or (
-            get_user_model().objects.create_user("bench-long", password="bench-long-pw"))
-        kept = long_bench.build_long_conversation(owner=owner)
-    return kept
+    kept = (Conversation.objects.filter(owner__username=long_bench.LONG_OWNER,
+                                        next_seq__gt=5000).order_by("created_at").first())
+    return kept or long_bench.build_long_conversation(owner=long_bench.long_owner())
 
 
 def _long(conversation: Any) -> Any:

@@ -187,10 +187,9 @@ class _Sql:
                        f"{q('search_count')} = {q('search_count')} + %s WHERE {q('id')} = %s")
         # Which of a write's search ids the conversation's log holds already (through the
         # event kind index: this conversation's hosted activities only).
-        self.searched = (f"SELECT DISTINCT {q('activity_id')} FROM {q(Event._meta.db_table)} "
-                         f"WHERE {q('kind')} = '{ActivityBody.kind}' AND "
-                         f"{q('conversation_id')} = %s AND {q('activity_name')} = "
-                         f"'{SEARCH_ACTIVITY}' AND {q('activity_id')} IN ")
+        self.searched = (f"SELECT DISTINCT {q('activity_id')} FROM {q(Event._meta.db_table)} e "
+                         f"WHERE {_is_search(connection)} AND e.{q('conversation_id')} = %s "
+                         f"AND e.{q('activity_id')} IN ")
 
     @classmethod
     def of(cls, connection: Any) -> _Sql:
@@ -239,6 +238,13 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
             owner_id = row[0] if row else None
         cursor.executemany(sql.count_up, [(owner_key(owner_id), kind, value, 1)
                                           for kind, value in new])
+
+
+def _is_search(connection: Any) -> str:
+    """SQL: the event aliased ``e`` is a search a list row counts (by its activity id)."""
+    q = connection.ops.quote_name
+    return (f"e.{q('kind')} = '{ActivityBody.kind}' AND "
+            f"e.{q('activity_name')} = '{SEARCH_ACTIVITY}'")
 
 
 def _count(cursor: Any, sql: _Sql, conversation_id: Any, pending: Pending) -> None:
@@ -594,8 +600,7 @@ def recount_sql(connection: Any) -> list[str]:
     q = connection.ops.quote_name
     conversations, turns, events, attributions = (
         q(m._meta.db_table) for m in (Conversation, Turn, Event, Attribution))
-    searches = (f"e.{q('kind')} = '{ActivityBody.kind}' AND "
-                f"e.{q('activity_name')} = '{SEARCH_ACTIVITY}'")
+    searches = _is_search(connection)
     sources = {  # column: (the conversation id, the count, FROM what, and which rows)
         "turn_count": (f"t.{q('conversation_id')}", "COUNT(*)", f"{turns} t", ""),
         "citation_count": (f"e.{q('conversation_id')}", "COUNT(*)",
