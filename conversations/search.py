@@ -186,7 +186,7 @@ class _Sql:
                        f"{q('citation_count')} = {q('citation_count')} + %s, "
                        f"{q('search_count')} = {q('search_count')} + %s WHERE {q('id')} = %s")
         # Which of a write's search ids the conversation's log holds already (through the
-        # event kind index: this conversation's hosted activities only).
+        # activity id index: a provider's id names a row or two, its transitions).
         self.searched = (f"SELECT DISTINCT {q('activity_id')} FROM {q(Event._meta.db_table)} e "
                          f"WHERE {_is_search(connection)} AND e.{q('conversation_id')} = %s "
                          f"AND e.{q('activity_id')} IN ")
