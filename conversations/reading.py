@@ -327,6 +327,9 @@ def annotated(ids: list[Any]) -> dict[Any, Conversation]:
     return rows
 
 
+FIRST_LINE = 160  # characters of a list row's first user message that the row shows
+
+
 @dataclass
 class ListPage:
     """One keyset page of the conversation list: its rows, and the cursors of the pages before
@@ -360,7 +363,8 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
     """A page of ``qs`` (ordered by ``-updated_at, -id``) by keyset on the index of that order:
     the first page, the one ``after`` a cursor, the one ``before`` a cursor, or the ``last``.
     Costs the rows read, never a count or an offset. With the search ``query``, each row gets
-    ``snippet``: the passage that matched, marked (None when only its title did)."""
+    ``snippet``: the passage that matched, marked (None when only its title did, or when
+    its first line, ``first_marked``, shows the match marked)."""
     qs = qs.order_by("-updated_at", "-id")
     forward, paged = True, False  # paged: the page after a (valid) cursor
     if after and (key := decode_cursor(after)):
@@ -382,7 +386,13 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
         keys.reverse()
     by_id = annotated(keys)
     rows = [by_id[pk] for pk in keys if pk in by_id]
-    snippets = search.snippets([row.pk for row in rows], query) if query and rows else {}
+    # A row whose shown first line holds the match marks it there; the others get the
+    # passage of their first matching message or source (one query for them).
+    for row in rows:
+        row.first_marked = (search.marked_head(row.first_user_text or "", query, FIRST_LINE)
+                            if query else None)
+    unmarked = [row.pk for row in rows if row.first_marked is None]
+    snippets = search.snippets(unmarked, query) if query and unmarked else {}
     for row in rows:
         row.snippet = snippets.get(row.pk)
     if not rows:
@@ -416,7 +426,8 @@ def label_rows(rows: list[Conversation], viewer: Any) -> None:
         row.url = link.replace(str(_LINK_ID), str(row.pk))
         row.shown_title = row.title or "Untitled"
         first = getattr(row, "first_user_text", "") or ""
-        row.shown_first = first if len(first) <= 160 else first[:159] + "…"
+        row.shown_first = getattr(row, "first_marked", None) or (
+            first if len(first) <= FIRST_LINE else first[:FIRST_LINE - 1] + "…")
         row.shown_counts = (
             _counted(getattr(row, "turn_count", 0), "turn", "turns"),
             _counted(getattr(row, "citation_count", 0), "citation", "citations"),

@@ -504,6 +504,21 @@ def snippet(body: str, query: str) -> SafeString | None:
                      f"{sep_after}{clean(after)}{tail}")
 
 
+def marked_head(text: str, query: str, limit: int) -> SafeString | None:
+    """``text`` as a list row shows it (its first ``limit`` characters), escaped, with the
+    first case-insensitive occurrence of ``query`` in ``<mark>``; None if no whole occurrence
+    is in what is shown (the row's snippet then shows the match)."""
+    head = text if len(text) <= limit else text[:limit - 1]
+    found = re.search(re.escape(query), head, re.IGNORECASE) if query else None
+    if found is None:
+        return None
+    start, end = found.span()
+    tail = "" if head is text else "…"
+    return mark_safe(f"{html.escape(head[:start], quote=True)}<mark>"
+                     f"{html.escape(head[start:end], quote=True)}</mark>"
+                     f"{html.escape(head[end:], quote=True)}{tail}")
+
+
 def snippets(conversation_ids: Iterable[Any], query: str,
              using: str = "default") -> dict[Any, SafeString]:
     """A snippet of the first message or source matching ``query`` in each conversation (the

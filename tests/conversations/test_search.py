@@ -351,6 +351,16 @@ def test_admin_edits_of_title_and_owner_go_through_the_store(alice, bob, staff, 
     assert_matches_rebuild([alice, bob, staff])
 
 
+def test_marked_head_marks_a_match_the_row_shows():
+    marked = search.marked_head("a <b> then NEEDLE & more", "needle", 160)
+    assert marked == "a &lt;b&gt; then <mark>NEEDLE</mark> &amp; more"
+    long = "x" * 150 + " needle " + "y" * 50
+    assert search.marked_head(long, "needle", 160) == "x" * 150 + " <mark>needle</mark> y…"
+    # A match cut by the row's limit, or past it, is left to the snippet.
+    assert search.marked_head("x" * 156 + "needle", "needle", 160) is None
+    assert search.marked_head("nothing here", "absent", 160) is None
+
+
 def test_snippets_of_a_page_are_one_query(alice):
     made = [build_conversation(owner=alice, title=f"c{i}") for i in range(3)]
     other = store.create_conversation(title="sunny title only", owner=alice)

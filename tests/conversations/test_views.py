@@ -235,12 +235,21 @@ class TestList:
         text = "Before the match <b>bold</b> a Quokka-like marsupial & friends, then more."
         store.record_turns([NewTurn("user", [EventRecord("message", text=text)])],
                            NewConversation(title="animals", owner=alice))
+        later = "An answer " + "that goes on " * 20 + "to the Quokka-like <i>end</i>."
+        store.record_turns([NewTurn("user", [EventRecord("message", text="Hello there")]),
+                            NewTurn("agent", [EventRecord("message", text=later)])],
+                           NewConversation(title="greeting", owner=alice))
         client.force_login(alice)
         html = self.titles(client, q="quokka-LIKE")
-        assert '<p class="row-snippet">' in html
-        assert ("&lt;b&gt;bold&lt;/b&gt; a <mark>Quokka-like</mark> marsupial &amp; friends"
+        # The match in the first user line is marked where the row shows that line: once.
+        assert ('<p class="row-first">Before the match &lt;b&gt;bold&lt;/b&gt; a '
+                "<mark>Quokka-like</mark> marsupial &amp; friends, then more.</p>") in html
+        assert html.count("<mark>") == 2 and html.count('<p class="row-snippet">') == 1
+        # Elsewhere, a snippet of the passage, after the row's (unmarked) first line.
+        assert '<p class="row-first">Hello there</p>' in html
+        assert ("goes on to the <mark>Quokka-like</mark> &lt;i&gt;end&lt;/i&gt;.</p>"
                 in html)
-        assert "<b>bold</b>" not in html
+        assert "<b>bold</b>" not in html and "<i>end</i>" not in html
 
 
 def test_finished_turns_are_served_from_their_cached_fragment(client, alice):
