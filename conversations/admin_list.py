@@ -251,7 +251,9 @@ def _shower(field: Any, attr: Any, empty: str, linked: bool) -> Callable[[Any], 
         if isinstance(attr, property) and hasattr(attr, "fget"):
             boolean = getattr(attr.fget, "boolean", False)
         if boolean:
-            return lambda value: display_for_value(value, empty, boolean)
+            # An icon per value, made once per page (each is a static() lookup).
+            icons = {value: _boolean_icon(value) for value in (True, False, None)}
+            return lambda value: icons[value] if value in icons else _boolean_icon(value)
         grouped = settings.USE_THOUSAND_SEPARATOR
 
         def plain_value(value: Any) -> Any:
