@@ -440,19 +440,9 @@ def label_rows(rows: list[Conversation], viewer: Any) -> None:
 
 
 def provenance_chips(conversation_ids: list[Any]) -> dict[Any, list[tuple[str, str]]]:
-    chips: dict[Any, list[tuple[str, str]]] = {}
-    # One chip per (provider, model), in the order the turns used them. Not DISTINCT: with the
-    # model's ordering (conversation, index) in the SELECT it would keep one row per turn.
-    rows = (
-        Turn.objects.filter(conversation_id__in=conversation_ids, role=Turn.Role.AGENT)
-        .exclude(provider="").order_by("conversation_id", "index")
-        .values_list("conversation_id", "provider", "model")
-    )
-    for conversation_id, provider, model in rows:
-        known = chips.setdefault(conversation_id, [])
-        if (provider, model) not in known:
-            known.append((provider, model))
-    return chips
+    """Each row's (provider, model) chips, in the order its turns used them (kept by the
+    store as the conversation's served facets)."""
+    return search.provenance_chips(conversation_ids)
 
 
 def filter_choices(user: Any) -> dict[str, list[str]]:

@@ -63,6 +63,12 @@ from conversations.models import (
 from streams.bodies import ActivityBody
 
 DOMAIN, SITE, PROVIDER, MODEL = "domain", "site", "provider", "model"
+# (provider, model) of the turns (agent turns: only they have one), one facet per pair in the
+# order the turns first used it (facet ids are in insertion order): a list row's provenance
+# chips, read in a query bounded by the pairs, not by the turns (the 5,000-turn
+# conversation's 2,500 agent turns were 9 ms of staff's list page 1).
+SERVED = "served"
+_PAIR = "\t"  # between provider and model in a served facet (a provider is our own name)
 SEARCH_ACTIVITY = "web_search"  # the hosted activity a list row counts as a search
 COUNTED = (DOMAIN, PROVIDER, MODEL)  # the kinds the filter choices list
 _VALUE_LENGTH = ConversationFacet._meta.get_field("value").max_length
@@ -85,6 +91,25 @@ def sites(domain: str) -> list[str]:
         return [domain]
     labels = domain.split(".")
     return [".".join(labels[i:]) for i in range(max(len(labels) - 1, 1))]
+
+
+def served_value(provider: str, model: str) -> str:
+    """A served facet's value: the pair, cut to the column (as ``rebuild``'s SUBSTR cuts it)."""
+    return f"{provider}{_PAIR}{model}"[:_VALUE_LENGTH]
+
+
+def provenance_chips(conversation_ids: list[Any], using: str = "default"
+                     ) -> dict[Any, list[tuple[str, str]]]:
+    """Each conversation's (provider, model) pairs, in the order its agent turns first used
+    them (the served facets)."""
+    chips: dict[Any, list[tuple[str, str]]] = {}
+    rows = (ConversationFacet.objects.using(using)
+            .filter(conversation_id__in=conversation_ids, kind=SERVED)
+            .order_by("conversation_id", "id").values_list("conversation_id", "value"))
+    for conversation_id, value in rows:
+        provider, _, model = value.partition(_PAIR)
+        chips.setdefault(conversation_id, []).append((provider, model))
+    return chips
 
 
 def source_text(title: str, url: str) -> str:
@@ -143,8 +168,10 @@ class Pending:
                 self.facets[(SITE, site)] = None
 
     def provenance(self, provider: str, model: str) -> None:
+        """A turn's provenance (an agent turn's: ``Turn.validate_invariants``)."""
         if provider:
             self.facets[(PROVIDER, provider[:_VALUE_LENGTH])] = None
+            self.facets[(SERVED, served_value(provider, model))] = None
         if model:
             self.facets[(MODEL, model[:_VALUE_LENGTH])] = None
 
@@ -586,6 +613,8 @@ def rebuild(using: str = "default", *, counts: bool = True) -> None:
             cursor.execute(insert_facet + f"SELECT DISTINCT {q('conversation_id')}, %s, "
                            f"SUBSTR({q(kind)}, 1, {_VALUE_LENGTH}) FROM {t[Turn]} "
                            f"WHERE {q(kind)} <> ''", [kind])
+        for statement, params in served_sql(connection):
+            cursor.execute(statement, params)
         cursor.execute(f"SELECT DISTINCT e.{q('conversation_id')}, a.{q('domain')} FROM "
                        f"{t[Attribution]} a JOIN {t[Event]} e ON e.{q('id')} = a.{q('event_id')}"
                        f" WHERE a.{q('domain')} <> ''")
@@ -604,6 +633,22 @@ def rebuild(using: str = "default", *, counts: bool = True) -> None:
             f"ON c.{q('id')} = f.{q('conversation_id')} WHERE f.{q('kind')} IN (%s, %s, %s) "
             f"GROUP BY COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, f.{q('value')}",
             list(COUNTED))
+
+
+def served_sql(connection: Any) -> list[tuple[str, list[Any]]]:
+    """SQL that adds every conversation's served facets from its turns, each conversation's
+    in the order its turns first used them (what the writer's inserts leave)."""
+    q = connection.ops.quote_name
+    turns = q(Turn._meta.db_table)
+    pair = f"SUBSTR({q('provider')} || %s || {q('model')}, 1, {_VALUE_LENGTH})"
+    return [(f"INSERT INTO {q(ConversationFacet._meta.db_table)} ({q('conversation_id')}, "
+             f"{q('kind')}, {q('value')}) SELECT {q('conversation_id')}, %s, {pair} FROM "
+             f"(SELECT {q('conversation_id')}, {q('provider')}, {q('model')}, "
+             f"MIN({q('index')}) AS {q('first')} FROM {turns} WHERE {q('provider')} <> '' "
+             f"GROUP BY {q('conversation_id')}, {q('provider')}, "
+             f"{q('model')}) used ORDER BY {q('conversation_id')}, {q('first')} "
+             "ON CONFLICT DO NOTHING",
+             [SERVED, _PAIR])]
 
 
 def recount_sql(connection: Any) -> list[str]:

@@ -14,6 +14,7 @@ from conversations.forking import fork
 from conversations.models import Conversation, ConversationFacet, FacetCount, SearchDoc
 from conversations.projections import export_document, import_document
 from conversations.reading import conversation_rows, filter_choices, list_page
+from conversations.reading import provenance_chips as reading_chips
 from streams.bodies import ActivityBody
 from streams.builder import AttributionRecord, EventRecord
 from tests.api.conftest import build_conversation
@@ -51,6 +52,8 @@ def snapshot(users):
                     .values_list("owner_key", "kind", "value", "conversations"))
     rows = sorted(Conversation.objects.values_list("pk", "turn_count", "citation_count",
                                                    "search_count"))
+    # The chips in their order (facet ids): kept by each write as a rebuild orders them.
+    chips = search.provenance_chips(list(Conversation.objects.values_list("pk", flat=True)))
     answers = {}
     for user in users:
         for q in QUERIES:
@@ -61,7 +64,7 @@ def snapshot(users):
                                                  .values_list("pk", flat=True))
         answers[(user.pk, "choices")] = filter_choices(user)
     return {"docs": sorted(set(docs)), "facets": facets, "counts": counts, "rows": rows,
-            "answers": answers}
+            "chips": chips, "answers": answers}
 
 
 def assert_matches_rebuild(users):
@@ -123,6 +126,28 @@ def test_a_search_is_counted_once_across_writes_and_forks(alice, bob, staff):
                                activity("ws_3", "web_search", "started")])
     c.refresh_from_db()
     assert c.search_count == 3
+    assert_matches_rebuild([alice, bob, staff])
+
+
+def test_chips_are_the_agent_turns_pairs_in_the_order_first_used(alice, bob, staff):
+    def agent(provider, model):
+        return store.NewTurn("agent", [], provider=provider, model=model)
+
+    # A new conversation's write: a pair used again is one chip, in first-use order.
+    c = store.record_turns([store.user_turn("Hi"), agent("openai", "gpt-5"),
+                            agent("anthropic", "claude-sonnet-4-5"), agent("openai", "gpt-5")],
+                           store.NewConversation(title="models", owner=alice))[0]
+    # Later writes add theirs after it; one recorded after the turn (the live path) too.
+    store.open_turns(c, [agent("google", "gemini-2.5-pro"), agent("anthropic",
+                                                                  "claude-sonnet-4-5")])
+    late = store.open_turns(c, [store.NewTurn("agent", [])])[0][0]
+    # The longest pair provenance allows is cut to the column, as a rebuild cuts it.
+    provider, model = "p-" * 30, ("gpt-5-" * 40)[:200]
+    store.set_provenance(late, provider, model)
+    chips = search.provenance_chips([c.pk])[c.pk]
+    assert chips == [("openai", "gpt-5"), ("anthropic", "claude-sonnet-4-5"),
+                     ("google", "gemini-2.5-pro"), (provider, model[:194])]
+    assert reading_chips([c.pk]) == {c.pk: chips}
     assert_matches_rebuild([alice, bob, staff])
 
 
