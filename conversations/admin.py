@@ -43,7 +43,7 @@ from conversations.models import (
     ProviderPayload,
     Turn,
 )
-from conversations.search import PROVIDER, source_count, source_folded_matches, source_ids
+from conversations.search import PROVIDER, source_folded_matches, source_matches
 from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
@@ -649,9 +649,10 @@ class AttributionAdmin(ReadOnlyAdmin):
         at most ``COUNT_LIMIT`` sources have (a scan of every source was 130 ms at 384k); a
         common word reads the list in order, testing each. PostgreSQL: the trigram indexes of
         the folded copies of both (``search.FOLDED``)."""
-        indexed = source_count(word, COUNT_LIMIT, using)
-        if indexed is not None and indexed <= COUNT_LIMIT:
-            return Q(pk__in=source_ids(word)), indexed
+        found = source_matches(word, COUNT_LIMIT, using)
+        indexed = found[0] if found else None
+        if found and found[0] <= COUNT_LIMIT:
+            return Q(pk__in=found[1]), indexed
         return source_folded_matches(word, using) or super().word_matches(word, using), indexed
 
     @admin.display(description="url", ordering="url")

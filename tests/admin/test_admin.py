@@ -435,7 +435,7 @@ def test_a_source_search_through_its_index_finds_what_icontains_finds(admin_clie
                                                  for word in conversation_admin.search_words(term)):
             assert any(search.SOURCE_FTS_TABLE in sql for sql in queries), term
         with monkeypatch.context() as scanned:
-            scanned.setattr(conversation_admin, "source_count", lambda word, limit, using: None)
+            scanned.setattr(conversation_admin, "source_matches", lambda word, limit, using: None)
             assert found(term)[0] == indexed, term
     assert found("s2.example")[0] and not found("nowhere-at-all")[0]
     # Case folds beyond ASCII, as on PostgreSQL (SQLite's LIKE folds ASCII only).
