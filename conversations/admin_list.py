@@ -253,7 +253,8 @@ def _shower(field: Any, attr: Any, empty: str, linked: bool) -> Callable[[Any], 
         if boolean:
             # An icon per value, made once per page (each is a static() lookup).
             icons = {value: _boolean_icon(value) for value in (True, False, None)}
-            return lambda value: icons[value] if value in icons else _boolean_icon(value)
+            return lambda value: (icons[value] if value is True or value is False or value is None
+                                  else _boolean_icon(value))
         grouped = settings.USE_THOUSAND_SEPARATOR
 
         def plain_value(value: Any) -> Any:
