@@ -117,8 +117,12 @@ TURN_STATE_JS = """(turnId) => {
   const el = document.getElementById('turn-' + turnId);
   if (!el) return null;
   const tail = el.querySelector('.streaming-tail');
+  // The tail's streamed text alone: without the titles of the citations listed under it.
+  const streamed = tail ? Array.from(tail.childNodes)
+    .filter((n) => !(n.classList && n.classList.contains('tail-cites')))
+    .map((n) => n.textContent).join('') : null;
   return {status: el.dataset.status, text: el.textContent,
-          tail: tail ? tail.textContent : null,
+          tail: tail ? tail.textContent : null, streamed: streamed,
           tails: el.querySelectorAll('.streaming-tail, .streaming-tail-ended').length};
 }"""
 

@@ -47,8 +47,8 @@ def wait_for_tail(page, turn_id, chars, timeout=20):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = page.evaluate(e2e.TURN_STATE_JS, turn_id)
-        if state and state["tail"] and len(state["tail"]) >= chars:
-            return state["tail"]
+        if state and state["streamed"] and len(state["streamed"]) >= chars:
+            return state["streamed"]  # the text, not the titles of the citations under it
         time.sleep(0.03)
     raise AssertionError("no streaming text appeared")
 
