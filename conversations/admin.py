@@ -651,7 +651,7 @@ class AttributionAdmin(ReadOnlyAdmin):
         the folded copies of both (``search.FOLDED``)."""
         found = source_matches(word, COUNT_LIMIT, using)
         indexed = found[0] if found else None
-        if found and found[0] <= COUNT_LIMIT:
+        if found and indexed <= COUNT_LIMIT:
             return Q(pk__in=found[1]), indexed
         return source_folded_matches(word, using) or super().word_matches(word, using), indexed
 

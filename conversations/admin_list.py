@@ -265,7 +265,7 @@ def _shower(field: Any, attr: Any, empty: str, linked: bool) -> Callable[[Any], 
                 return empty if value == "" else value
             if kind is int and not grouped:
                 return str(value)
-            return display_for_value(value, empty, boolean)
+            return display_for_value(value, empty)
 
         return plain_value
     if isinstance(field.remote_field, models.ManyToOneRel):

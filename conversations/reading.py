@@ -426,8 +426,8 @@ def label_rows(rows: list[Conversation], viewer: Any) -> None:
         row.url = link.replace(str(_LINK_ID), str(row.pk))
         row.shown_title = row.title or "Untitled"
         first = getattr(row, "first_user_text", "") or ""
-        row.shown_first = getattr(row, "first_marked", None) or (
-            first if len(first) <= FIRST_LINE else first[:FIRST_LINE - 1] + "…")
+        row.shown_first = getattr(row, "first_marked", None) or "".join(
+            search.cut(first, FIRST_LINE))
         row.shown_counts = (
             _counted(getattr(row, "turn_count", 0), "turn", "turns"),
             _counted(getattr(row, "citation_count", 0), "citation", "citations"),

@@ -534,16 +534,21 @@ def snippet(body: str, query: str) -> SafeString | None:
                      f"{sep_after}{clean(after)}{tail}")
 
 
+def cut(text: str, limit: int) -> tuple[str, str]:
+    """What a list row shows of ``text`` in at most ``limit`` characters: its head, and the
+    ellipsis that follows it ("" when the text is whole)."""
+    return (text, "") if len(text) <= limit else (text[:limit - 1], "…")
+
+
 def marked_head(text: str, query: str, limit: int) -> SafeString | None:
-    """``text`` as a list row shows it (its first ``limit`` characters), escaped, with the
-    first case-insensitive occurrence of ``query`` in ``<mark>``; None if no whole occurrence
-    is in what is shown (the row's snippet then shows the match)."""
-    head = text if len(text) <= limit else text[:limit - 1]
+    """``text`` as a list row shows it (``cut``), escaped, with the first case-insensitive
+    occurrence of ``query`` in ``<mark>``; None if no whole occurrence is in what is shown
+    (the row's snippet then shows the match)."""
+    head, tail = cut(text, limit)
     found = re.search(re.escape(query), head, re.IGNORECASE) if query else None
     if found is None:
         return None
     start, end = found.span()
-    tail = "" if head is text else "…"
     return mark_safe(f"{html.escape(head[:start], quote=True)}<mark>"
                      f"{html.escape(head[start:end], quote=True)}</mark>"
                      f"{html.escape(head[end:], quote=True)}{tail}")

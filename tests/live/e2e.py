@@ -137,6 +137,13 @@ def norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def squeezed(text: str) -> str:
+    """``text`` without its whitespace: a streaming tail that spans a block boundary reads as
+    the blocks' textContent, which joins "# Heading" and the next paragraph without the blank
+    line between them."""
+    return "".join(text.split())
+
+
 def agent_turn_id(server: Daphne, conversation: str) -> str | None:
     turns = server.get_json(f"/_e2e/text/{conversation}/")["turns"]
     return turns[-1]["id"] if turns else None

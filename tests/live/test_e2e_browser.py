@@ -54,13 +54,8 @@ def wait_for_tail(page, turn_id, chars, timeout=20):
 
 
 def check_prefixes(seen, stored_texts):
-    # Whitespace aside: a tail that spans a block boundary reads as the blocks' textContent,
-    # which joins "# Heading" and the next paragraph without the blank line between them.
-    def bare(text):
-        return "".join(text.split())
-
-    for text in seen:
-        assert any(bare(t).startswith(bare(text)) for t in stored_texts), \
+    for text in seen:  # whitespace aside (e2e.squeezed)
+        assert any(e2e.squeezed(t).startswith(e2e.squeezed(text)) for t in stored_texts), \
             f"streamed {text!r} is not stored"
 
 

@@ -20,10 +20,6 @@ BODY = (b'{"model": "claude-sonnet-4-6", "max_tokens": 1024, "stream": true, '
         b'"messages": [{"role": "user", "content": "How do tides work?"}]}')
 
 
-def squeezed(text: str) -> str:
-    return "".join(text.split())
-
-
 def test_a_proxied_stream_shows_live_in_the_browser(tmp_path):
     raw = bundled.sample("anthropic-tides").responses[0].raw.encode()
     upstream = RecordedUpstream([reply("anthropic", raw, pace=0.08)])
@@ -72,7 +68,7 @@ def test_a_proxied_stream_shows_live_in_the_browser(tmp_path):
             assert stored["status"] == "complete"
             # What streamed is what was stored. The tail may hold a block that ended beside
             # the open one (and, under load, more of it per delta): compared as one text.
-            assert squeezed(seen) in squeezed("".join(stored["texts"]))
+            assert e2e.squeezed(seen) in e2e.squeezed("".join(stored["texts"]))
         finally:
             browser.close()
             manager.stop()
