@@ -336,6 +336,7 @@ class Viewer:
     def __init__(self) -> None:
         self.latencies: list[float] = []  # publish -> receipt
         self.seen: list[float] = []  # text reached the runner -> receipt: what a viewer waits
+        self.held: list[float] = []  # text reached the runner -> publish: the runner's part
         self.deltas: list[dict[str, Any]] = []
         self.bytes = 0
         self.frames = 0
@@ -362,6 +363,7 @@ class Viewer:
                         if m.get("type") == "delta":
                             self.latencies.append(now - m["ts"])
                             self.seen.append(now - m.get("rx", m["ts"]))
+                            self.held.append(m["ts"] - m.get("rx", m["ts"]))
                             self.deltas.append(m)
                             self.bytes += len(m["text"].encode())
             finally:
@@ -455,6 +457,7 @@ async def live_phase(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
         "by_second": {k: by_second[k] for k in sorted(by_second)},
         "latencies": [x for v in everyone for x in v.latencies],
         "seen": [x for v in everyone for x in v.seen],
+        "held": [x for v in everyone for x in v.held],
         "messages": sum(len(v.deltas) for v in everyone),
         "frames": sum(v.frames for v in everyone),
         "lost": lost, "duplicated": duplicated,
@@ -538,6 +541,10 @@ def report(args: argparse.Namespace, live: dict[str, Any], floor: dict[str, Any]
           f"{TARGET_P50:.0f}, p99 <= {TARGET_P99:.0f} ms: {'met' if met else 'MISSED'})")
     print(f"  latency publish->receipt  p50 {lp50:6.1f} ms  p99 {lp99:6.1f} ms  "
           f"max {max(live['latencies'] or [0]):6.1f} ms")
+    held = live["held"]
+    print(f"  held in the runner (text reached the runner -> publish)  p50 "
+          f"{percentile(held, 0.5):6.1f} ms  p90 {percentile(held, 0.9):6.1f} ms  "
+          f"p99 {percentile(held, 0.99):6.1f} ms")
     print("  viewer-seen p99 per second of the run: " + ", ".join(
         f"{percentile(v, 0.99):.0f}" for v in live["by_second"].values()) + " ms")
     print("  server event-loop lag (a 10 ms sleeper woken late) p50 {:.1f} ms, p99 {:.1f} ms, "

@@ -16,11 +16,14 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
   first, then the store) so a fragment rendered at any moment shows a block either in the tail
   or as an event, never both; other events (activity transitions, blocks that streamed no text)
   with the window's flush, in one transaction; either way one ``events`` message per window
-  carries their contiguous seqs;
-* the model is recorded once, from the first response that names it, with the window's flush
-  (``turn`` message in that frame);
+  carries their contiguous seqs. Text never waits for that flush's store: a window that gathered
+  text publishes it first, then stores, and its events go out with the next flush (the runners
+  of a process share one database thread; behind their writes a delta waited 75-115 ms);
+* the model is recorded once, as soon as the first response names it (before its text, so no
+  delta waits for that write), and announced by the next flush, ahead of the text it produced;
 * a turn's database work comes in as few transactions as it can: the user turn that prompts it
-  and its start in one, the model with the next window's events, the end with the last events.
+  and its start in one, the model with the events completed before it, the end with the last
+  events.
 
 A stream that ends without its terminal event leaves the turn interrupted: the builder commits
 the partial text of open blocks as incomplete events with their citations marked incomplete.
@@ -370,6 +373,8 @@ class TurnRunner:
         """Store and publish what the stream completed so far now, not at the window's end
         (e.g. before the next request is built from the stored turn)."""
         await self._flush()
+        if self.pending_events or self._model_unannounced:  # stored after the text went out
+            await self._flush()
 
     async def _on_time(self, source: AsyncIterable[parts.Part]) -> AsyncIterator[parts.Part]:
         """The parts of a network source as they arrive; a flush that falls due while the next
@@ -492,12 +497,16 @@ class TurnRunner:
         }
 
     async def _flush(self, then: dict[str, Any] | None = None) -> None:
-        """Store the events the window completed (one transaction), then publish what it
+        """Store the events the window completed (one transaction) and publish what it
         gathered as one frame: the committed events (one message), the model when it was just
-        recorded (a ``turn`` message), the text deltas (one message), then ``then``."""
+        recorded (a ``turn`` message), the text deltas (one message), then ``then``. When the
+        window gathered text, the frame goes out before the store, and what the store commits
+        is announced by the next flush (due a window from now)."""
         self.flush_at = None
         assert self.turn is not None
-        await self._store()
+        text_waits = bool(self.pending or self.pending_cites or self._shown.holding)
+        if not text_waits or then is not None:
+            await self._store()
         out: list[dict[str, Any]] = []
         if self.pending_events:
             events, self.pending_events = self.pending_events, []
@@ -513,6 +522,10 @@ class TurnRunner:
         if then is not None:
             out.append(then)
         await publish.publish_all(self.conversation.pk, out, self.layer)
+        if self.pending_records or self.pending_model:  # text went first: now the store
+            await self._store()
+            if self.flush_at is None:
+                self.flush_at = self._now() + self.coalesce
 
     async def _delta(self) -> dict[str, Any] | None:
         """The text gathered since the last delta, as it may be shown (``LiveText``: a
@@ -577,7 +590,8 @@ class TurnRunner:
             self._model_unannounced = True
 
     async def _provenance(self) -> None:
-        """The first response that names its model: recorded with the window's flush."""
+        """The first response that names its model: recorded now, announced by the next
+        flush."""
         assert self.turn is not None
         provider, model = self.builder.provider, self.builder.model
         if not (provider and model):
@@ -589,6 +603,7 @@ class TurnRunner:
             log.warning("turn %s: model not recorded: %s", self.turn.pk, exc)
             return
         self.pending_model = (provider, model)
+        await self._store()
         if self.flush_at is None:
             self.flush_at = self._now() + self.coalesce
 

@@ -397,3 +397,56 @@ def test_leading_edge_flush_sends_the_first_text_of_a_burst_at_once(owner):
     block = [d for d in by_type(messages, "delta") if d["key"] == parts[a].key]
     stored = [e.text for e in turn.events.filter(kind="message").order_by("seq")]
     assert "".join(d["text"] for d in block) in stored
+
+
+def test_text_goes_out_before_the_store_of_its_window(owner, monkeypatch):
+    """A window that completed events and gathered text publishes the text first, then stores
+    the events and announces them with the next flush: a process's runners share one database
+    thread, and in ``bench.live`` a delta queued behind its writes waited 75-115 ms."""
+    sample = bundled.sample("anthropic-tides")
+    conversation = store.create_conversation(owner=owner)
+    [source] = sources.wire_responses(sample.provider, list(sample.responses))
+    parts = list(source)
+    activity = next(i for i, p in enumerate(parts) if type(p).__name__ == "Activity")
+    text = next(p.text for p in parts[activity:] if type(p).__name__ == "TextDelta")
+    write = runner._write_db
+
+    async def go():
+        busy, stalled = asyncio.Event(), asyncio.Event()
+
+        async def slow_write(turn, records, model, finish):
+            if records and all(r.kind == "hosted_activity" for r in records):
+                stalled.set()
+                await busy.wait()  # the database thread, busy with other runners' writes
+            return await write(turn, records, model, finish)
+
+        monkeypatch.setattr(runner, "_write_db", slow_write)
+        async with Listener(conversation.pk) as listener:
+            run = runner.TurnRunner(conversation, speed=1.0, coalesce=0.05)
+            task = asyncio.ensure_future(run.run([_network(parts, 0.0)], prompt=sample.prompt))
+            drain = asyncio.ensure_future(listener.drain(until=task, quiet=0.05))
+            await asyncio.wait_for(stalled.wait(), 10)
+            for _ in range(300):
+                if any(text in d["text"] for d in by_type(listener.messages, "delta")):
+                    break
+                await asyncio.sleep(0.01)
+            during = list(listener.messages)
+            busy.set()
+            turn = await task
+            await drain
+        return turn, during, listener.messages
+
+    turn, during, messages = async_to_sync(go)()
+    assert any(text in d["text"] for d in by_type(during, "delta")), "the text waited"
+    def announced(messages: list[dict]) -> set[int]:
+        return {s for m in by_type(messages, "events")
+                for s in range(m["seq_from"], m["seq_to"] + 1)}
+
+    activities = set(turn.events.filter(kind="hosted_activity").values_list("seq", flat=True))
+    assert activities and not activities & announced(during)  # stored after the text went out
+    assert activities <= announced(messages)  # and announced once stored
+    summary = ingest(sample.provider,
+                     [ResponseFile(r.name, r.raw.encode(), r.context()) for r in sample.responses],
+                     owner=owner, title=sample.title, prompt=sample.prompt)
+    turn.refresh_from_db()
+    assert portable(turn) == portable(summary.turn)
