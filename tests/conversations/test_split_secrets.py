@@ -50,3 +50,17 @@ def test_recorded_wire_loses_every_piece_of_a_split_key_and_stays_valid():
                                   else f"{s}\nend.") for s, _i in cases]
     clean_bytes = split_stream([])
     assert redaction.redact_wire(clean_bytes) == clean_bytes
+
+
+def test_wire_bytes_found_clean_are_not_scanned_again_and_secrets_always_are(monkeypatch):
+    scans = []
+    scan = redaction._redact_wire
+    monkeypatch.setattr(redaction, "_redact_wire", lambda raw: scans.append(raw) or scan(raw))
+    monkeypatch.setattr(redaction, "_CLEAN_WIRE", {})
+    clean, secret = split_stream([]), split_stream(split_cases()[:3])
+    for _ in range(3):
+        assert redaction.redact_wire(clean) == clean
+        assert redaction.redact_wire(clean.decode()) == clean.decode()
+        assert redaction.redact_wire(secret) != secret
+    assert scans.count(clean) == 1
+    assert scans.count(secret) == 3

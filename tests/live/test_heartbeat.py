@@ -66,6 +66,23 @@ def test_a_silent_runner_is_reaped(owner):
     assert not Heartbeat.objects.filter(turn=turn).exists()
 
 
+def test_a_beat_renews_the_one_heartbeat_of_its_turn(owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from conversations import store
+    from tests.support import add_turn
+
+    turn = add_turn(store.create_conversation(owner=owner), "agent", status="streaming")
+    recovery.beat(turn.pk, {"host": "a", "pid": 1})
+    Heartbeat.objects.filter(turn=turn).update(beat_at=timezone.now() - timedelta(hours=1))
+    recovery.beat(turn.pk, {"host": "b", "pid": 2})
+    [heartbeat] = Heartbeat.objects.filter(turn=turn)
+    assert (heartbeat.host, heartbeat.pid) == ("b", 2)
+    assert timezone.now() - heartbeat.beat_at < timedelta(minutes=1)
+
+
 def test_a_beat_being_written_when_the_turn_finishes_does_not_outlive_it(owner, monkeypatch):
     """The finish deletes the turn's heartbeat: a beat whose database write is still running
     then (its thread is not stopped by a cancel) must land before it, not after."""
