@@ -8,7 +8,8 @@ Phase 1 (live): a daphne process (SQLite, in-memory channel layer) replays the b
 into M conversations at once, over and over for at least ``--seconds``, each watched by N
 websocket clients. Measured: the latency a viewer sees, from when a delta's (oldest) text
 reached the runner (its ``rx`` stamp) to client receipt, and beside it the latency from
-publish (``ts``, after the coalescing window and the database write), p50/p99/max; characters
+publish (``ts``, after the coalescing window), p50/p99/max, and how long text was held in the
+runner (``rx`` to ``ts``: the window, and whatever a flush waited for); characters
 lost or duplicated (every block's deltas must spell the stored event's text exactly); server
 CPU per streamed KB. Targets (viewer-seen): p50 <= 30 ms, p99 <= 80 ms at 200 viewers.
 
