@@ -86,16 +86,20 @@ def _parts(provider: str, response: ResponseFile) -> Iterator[Part]:
                                              response.context)
 
 
-def ingest(
-    provider: str,
-    files: Sequence[ResponseFile],
-    *,
-    owner: Any = None,
-    title: str = "",
-    prompt: str = "",
-    conversation: Conversation | None = None,
-) -> IngestSummary:
-    """Store ``files`` (a response and its continuations) as one agent turn."""
+@dataclass
+class _Read:
+    """A turn read and assembled, nothing written yet: what ``_write`` stores."""
+
+    builder: EventBuilder
+    records: list[EventRecord]
+    turns: list[store.NewTurn]
+    into: Conversation | store.NewConversation
+
+
+def _read(
+    provider: str, files: Sequence[ResponseFile], *, owner: Any, title: str, prompt: str,
+    conversation: Conversation | None,
+) -> _Read:
     builder, records = assemble(provider, files)
     title = storable(redaction.redact_text(title))
     prompt = storable(redaction.redact_text(prompt))
@@ -107,17 +111,35 @@ def ingest(
         end_reason=builder.outcome.end_reason, responses=builder.responses,
         provider=builder.provider, model=builder.model, finished=True,
     ))
-    # The whole turn is known: conversation, turns and every row in one transaction.
     into = conversation if conversation is not None else store.NewConversation(
         title=title or title_for(prompt, records, builder), owner=owner)
-    conversation, written = store.record_turns(turns, into)
+    return _Read(builder, records, turns, into)
+
+
+def _write(provider: str, read: _Read) -> IngestSummary:
+    # The whole turn is known: conversation, turns and every row in one transaction.
+    conversation, written = store.record_turns(read.turns, read.into)
     turn = written[-1]
-    summary = _summary(conversation, turn, builder, records)
+    summary = _summary(conversation, turn, read.builder, read.records)
     log.info(
         "ingested %s turn %s: %d events, %d citations, usage %s",
         provider, turn.pk, summary.events, summary.citations, dict(summary.usage),
     )
     return summary
+
+
+def ingest(
+    provider: str,
+    files: Sequence[ResponseFile],
+    *,
+    owner: Any = None,
+    title: str = "",
+    prompt: str = "",
+    conversation: Conversation | None = None,
+) -> IngestSummary:
+    """Store ``files`` (a response and its continuations) as one agent turn."""
+    return _write(provider, _read(provider, files, owner=owner, title=title, prompt=prompt,
+                                  conversation=conversation))
 
 
 @dataclass
@@ -137,33 +159,69 @@ def ingest_each(
     batch: int = BULK_BATCH, done: Callable[[BulkResult], None] | None = None,
 ) -> Iterator[BulkResult]:
     """Each of ``files`` as its own conversation (one agent turn), in one process: many files
-    are committed together (``batch`` per transaction), each in its own savepoint (the store's
-    transaction, nested), so a file that cannot be read or stored is reported and leaves
-    nothing, and never costs the others. Results come in file order as each file is done;
-    a result is yielded once its batch is committed; ``done`` is called as each file is
-    through (for a progress bar)."""
-    pending: list[BulkResult] = []
+    are committed together (``batch`` per transaction), so that a file that cannot be read or
+    stored is reported and leaves nothing, and never costs the others. Results come in file
+    order as each file is done; a result is yielded once its batch is committed; ``done`` is
+    called as each file is through (for a progress bar).
+
+    Every file of a batch is read first (a file that cannot be read is refused there, touching
+    no database); the rest are written in one transaction, and only if the database refuses
+    one of them is the batch written again with a savepoint per file. Not a savepoint per file
+    every time: SQLite's FTS5 writes its pending index to disk at each savepoint, and that
+    made a file's search docs four times as dear."""
+    reported: set[int] = set()  # the chunk's files ``done`` was told of (it may run twice)
+
+    def report(index: int, result: BulkResult) -> BulkResult:
+        if done is not None and index not in reported:
+            reported.add(index)
+            done(result)
+        return result
+
     iterator = iter(files)
     while True:
         chunk = list(itertools.islice(iterator, batch))
         if not chunk:
             return
-        with transaction.atomic():
-            for response in chunk:
-                try:
-                    with transaction.atomic():  # the file's savepoint
-                        summary = ingest(provider, [response], owner=owner)
-                except (ValueError, DatabaseError) as exc:
-                    # ValueError: every refusal of the input (MalformedInput names the file and
-                    # line); the file's savepoint is rolled back, the batch goes on.
-                    result = BulkResult(response.name, error=str(exc))
-                else:
-                    result = BulkResult(response.name, summary.conversation)
-                pending.append(result)
-                if done is not None:
-                    done(result)
-        yield from pending  # committed
-        pending = []
+        reported.clear()
+        read: list[_Read | BulkResult] = []
+        for index, response in enumerate(chunk):
+            try:
+                read.append(_read(provider, [response], owner=owner, title="", prompt="",
+                                  conversation=None))
+            except ValueError as exc:  # every refusal of the input (MalformedInput names
+                # the file and line): nothing of it reaches the database
+                read.append(report(index, BulkResult(response.name, error=str(exc))))
+        try:
+            results = _write_batch(provider, chunk, read, report, savepoints=False)
+        except (ValueError, DatabaseError):  # all of it rolled back: again, file by file
+            results = _write_batch(provider, chunk, read, report, savepoints=True)
+        yield from results  # committed
+
+
+def _write_batch(
+    provider: str, chunk: list[ResponseFile], read: list[_Read | BulkResult],
+    report: Callable[[int, BulkResult], BulkResult], *, savepoints: bool,
+) -> list[BulkResult]:
+    """Write the files ``read`` in one transaction; with ``savepoints``, each in its own, so
+    one the database refuses is reported and the others are kept."""
+    results = []
+    with transaction.atomic() if savepoints else store.all_or_nothing():
+        for index, (response, item) in enumerate(zip(chunk, read, strict=True)):
+            if isinstance(item, BulkResult):
+                results.append(item)
+                continue
+            if not savepoints:
+                summary = _write(provider, item)
+                results.append(report(index, BulkResult(response.name, summary.conversation)))
+                continue
+            try:
+                with transaction.atomic():  # the file's savepoint
+                    summary = _write(provider, item)
+            except (ValueError, DatabaseError) as exc:
+                results.append(report(index, BulkResult(response.name, error=str(exc))))
+            else:
+                results.append(report(index, BulkResult(response.name, summary.conversation)))
+    return results
 
 
 def title_for(prompt: str, records: list[EventRecord], builder: EventBuilder) -> str:

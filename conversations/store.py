@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -139,7 +141,7 @@ def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
     using = router.db_for_write(Event)
     connection = connections[using]
     tables = _Tables.of(connection)
-    with transaction.atomic(using=using), connection.cursor() as cursor:
+    with _atomic(using), connection.cursor() as cursor:
         rows = _Rows(tables, connection, turn.conversation_id)
         first_seq = tables.reserve(cursor, turn.conversation_id, len(records), rows.stamp)
         rows.events(turn.pk, records, range(first_seq, first_seq + len(records)))
@@ -241,7 +243,7 @@ def copy_turns(source: Conversation, turns: Sequence[Turn], into: NewConversatio
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = _Tables.of(connection)
-    with transaction.atomic(using=using), connection.cursor() as cursor:
+    with _atomic(using), connection.cursor() as cursor:
         rows = _Rows(tables, connection, None)
         conversation = rows.conversation_row(into)
         tables.insert_conversation(cursor, conversation, rows)  # next_seq is bumped below
@@ -303,6 +305,31 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
 # -- writing -------------------------------------------------------------------------------------
 
 
+# Inside ``all_or_nothing``: the writes stand or fall together, so none takes a savepoint.
+_ALL_OR_NOTHING: ContextVar[bool] = ContextVar("store_all_or_nothing", default=False)
+
+
+@contextmanager
+def all_or_nothing(using: str = "default") -> Iterator[None]:
+    """One transaction for many writes that stand or fall together: a write inside it takes
+    no savepoint of its own, and one that fails rolls all of them back (the caller writes them
+    again, each in a savepoint, to keep the others: ``ingest_each``). A savepoint per write
+    made a bulk ingest's search docs four times as dear: SQLite's FTS5 writes its pending
+    index out at each."""
+    token = _ALL_OR_NOTHING.set(True)
+    try:
+        with transaction.atomic(using=using):
+            yield
+    finally:
+        _ALL_OR_NOTHING.reset(token)
+
+
+def _atomic(using: str) -> transaction.Atomic:
+    """A write's transaction: its own, or a savepoint in the caller's (so a caller that
+    catches the failure goes on), but not inside ``all_or_nothing``."""
+    return transaction.atomic(using=using, savepoint=not _ALL_OR_NOTHING.get())
+
+
 def _record_turns(
     turns: Sequence[NewTurn], conversation: Conversation | NewConversation, *,
     reuse_payloads: bool = False,
@@ -310,7 +337,7 @@ def _record_turns(
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = _Tables.of(connection)
-    with transaction.atomic(using=using), connection.cursor() as cursor:
+    with _atomic(using), connection.cursor() as cursor:
         rows = _Rows(tables, connection, None)
         rows.reuse_payloads = reuse_payloads
         new = isinstance(conversation, NewConversation)

@@ -99,15 +99,15 @@ def test_ingest_each_makes_one_conversation_per_file_and_a_bad_file_costs_only_i
     (folder / "nested" / "r5.jsonl").write_text(GOOD % 5)
     (folder / "r2.jsonl").write_text("{not json\n")  # unreadable
     (folder / ".hidden").write_text("ignored")
-    real = ingest_module.ingest
+    real = ingest_module._write
 
-    def fails_after_writing(provider, files, **kw):  # the store wrote, then something failed
-        summary = real(provider, files, **kw)
-        if files[0].name.endswith("r3.jsonl"):
+    def fails_after_writing(provider, read):  # the store wrote, then something failed
+        summary = real(provider, read)
+        if summary.conversation.title == "answer 3":
             raise ingest_module.DatabaseError("disk full")
         return summary
 
-    monkeypatch.setattr(ingest_module, "ingest", fails_after_writing)
+    monkeypatch.setattr(ingest_module, "_write", fails_after_writing)
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(CommandError, match="2 of 6 files"):
         call_command("ingest", "--provider", "anthropic", "--owner", "owner", "--each",
@@ -123,6 +123,42 @@ def test_ingest_each_makes_one_conversation_per_file_and_a_bad_file_costs_only_i
                                                        "answer 4"]  # in name order
     assert Turn.objects.count() == 4
     assert set(Conversation.objects.values_list("owner__username", flat=True)) == {"owner"}
+
+
+def test_ingest_each_writes_a_batch_without_a_savepoint_per_file_and_tells_of_each_once(
+        owner, monkeypatch):
+    """A batch is written in one transaction: no savepoint per file (SQLite's FTS5 writes its
+    index out at each). One the database refuses makes the batch run again, file by file; the
+    progress hears of every file once all the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from conversations import ingest as ingest_module
+
+    files = [ingest_module.ResponseFile(f"r{i}.jsonl", (GOOD % i).encode()) for i in range(6)]
+    files[4] = ingest_module.ResponseFile("r4.jsonl", b"{not json\n")
+    told = []
+    with CaptureQueriesContext(connection) as queries:
+        results = list(ingest_module.ingest_each("anthropic", files[:3], owner=owner, batch=3,
+                                                 done=told.append))
+    # one savepoint: the batch's own, inside the test's transaction
+    assert sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"]
+               for q in queries.captured_queries) == 1
+    assert [r.conversation.title for r in results] == ["answer 0", "answer 1", "answer 2"]
+
+    real = ingest_module._write
+    monkeypatch.setattr(ingest_module, "_write", lambda provider, read: (
+        real(provider, read) if read.records[0].text != "answer 5"
+        else (_ for _ in ()).throw(ingest_module.DatabaseError("disk full"))))
+    told.clear()
+    results = list(ingest_module.ingest_each("anthropic", files[3:], owner=owner, batch=3,
+                                             done=told.append))
+    assert [(r.name, r.error) for r in told] == [
+        ("r4.jsonl", told[0].error), ("r3.jsonl", ""), ("r5.jsonl", "disk full")]
+    assert [(r.name, bool(r.conversation)) for r in results] == [
+        ("r3.jsonl", True), ("r4.jsonl", False), ("r5.jsonl", False)]
+    assert sorted(Conversation.objects.values_list("title", flat=True)) == [
+        "answer 0", "answer 1", "answer 2", "answer 3"]
 
 
 def ids() -> set[str]:
