@@ -9,9 +9,11 @@ and written in the same transaction, by every action here (rename, owner change 
 included).
 
 Rows go through prepared INSERT statements, one ``executemany`` per table: 2.6x faster than
-the ORM on ingest, measured. So ``COLUMNS`` must list exactly the models' columns
-(``tests/conversations/test_store.py`` fails when a model and its list differ), and the checks
-``Model.save()`` would run (provenance, registered end reasons and event kinds) run here.
+the ORM on ingest, measured (the tables an FTS5 trigger indexes on SQLite, search docs and
+sources, take a multi-row INSERT instead: ``search.insert_indexed``). So ``COLUMNS`` must list
+exactly the models' columns (``tests/conversations/test_store.py`` fails when a model and its
+list differ), and the checks ``Model.save()`` would run (provenance, registered end reasons
+and event kinds) run here.
 
 One module over 500 lines on purpose: the actions, the row tuples and the statements that take
 them are one writer, and ``COLUMNS`` has to sit beside the code that builds rows in its order.
@@ -598,10 +600,11 @@ class _Rows:
             (tables.turn_sql, self.turns),
             (tables.payload_sql, self.payloads),
             (tables.event_sql, self.event_rows),
-            (tables.attribution_sql, self.attributions),
         ):
             if rows:
                 cursor.executemany(sql, rows)
+        # The admin's search of sources indexes them by trigger: few statements, not one a row.
+        search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

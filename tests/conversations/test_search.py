@@ -281,6 +281,33 @@ def test_the_fts_index_holds_each_doc_once_under_its_conversation_s_key(alice, b
     assert _indexed_docs() == expected()
 
 
+def test_a_write_s_docs_and_sources_go_in_as_few_statements_as_hold_them(alice, monkeypatch):
+    """A trigger indexes search docs and sources (SQLite's FTS5, which writes its pending index
+    out at each statement that fires one): a write inserts each table's rows in one statement,
+    not one per row; rows beyond what one statement takes go in the next, every one indexed."""
+    conversation = store.create_conversation(title="statements", owner=alice)
+    turn = store.record_turns([store.NewTurn("agent", ())], conversation)[1][0]
+    sources = [AttributionRecord(f"https://site{i}.example/page", f"Source number {i}")
+               for i in range(5)]
+
+    def write(text: str) -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            store.append_events(turn, [EventRecord("message", text=text, attributions=sources)])
+        return [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"] and (
+            SearchDoc._meta.db_table in q["sql"] or "conversations_attribution" in q["sql"])]
+
+    inserts = write("first message")
+    assert len(inserts) == 2 and not any("times" in sql for sql in inserts)  # one per table
+    monkeypatch.setattr(search, "_PARAMS_PER_STATEMENT", 7)  # two docs (3 params) a statement
+    assert len(write("second message")) > 2
+    for word in ["first message", "second message", "Source number 4", "site3.example"]:
+        assert set(conversation_rows(alice, query=word).values_list("pk", flat=True)) == {
+            conversation.pk}
+    assert SearchDoc.objects.filter(conversation=conversation).count() == 1 + 2 + 2 * 5
+    if connection.vendor == "sqlite":
+        assert len(_indexed_docs()) == SearchDoc.objects.count()
+
+
 def test_search_keys_are_given_once_and_kept(alice):
     """SQLite: a conversation the ORM creates gets the next key too; a key never changes (its
     docs' FTS rowids carry it), and a doc whose rowid cannot carry its id is refused, never
