@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import connections
@@ -231,12 +233,43 @@ class _Sql:
 _PARAMS_PER_STATEMENT = 30_000
 
 
+# Inside ``inserts_gathered``: the rows ``insert_indexed`` was given, by statement.
+_GATHERED: ContextVar[dict[str, list[Sequence[Any]]] | None] = ContextVar(
+    "search_inserts_gathered", default=None)
+
+
+@contextmanager
+def inserts_gathered(using: str = "default") -> Iterator[None]:
+    """Inside (a transaction of many writes: ``store.all_or_nothing``), ``insert_indexed``
+    gathers its rows, and they are inserted together when the block ends without an error:
+    a statement per table for the whole block, so FTS5 writes its index out once, not once
+    a write."""
+    gathered: dict[str, list[Sequence[Any]]] = {}
+    token = _GATHERED.set(gathered)
+    try:
+        yield
+    finally:
+        _GATHERED.reset(token)
+    with connections[using].cursor() as cursor:
+        for sql, rows in gathered.items():
+            _insert_rows(cursor, sql, rows)
+
+
 def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     """``rows`` through ``sql`` (an ``INSERT ... VALUES (%s, ...)`` of one row) in as few
     statements as can hold them, for a table an FTS5 trigger indexes on SQLite (search docs,
     sources): SQLite opens a statement journal for each statement that fires a trigger, and
     FTS5 writes its pending index out at each, so ``executemany`` (a statement per row) made
-    a segment per row (a store's docs and sources cost 5x what FTS5 itself takes)."""
+    a segment per row (a store's docs and sources cost 5x what FTS5 itself takes). Inside
+    ``inserts_gathered``, the rows wait for the end of that block."""
+    gathered = _GATHERED.get()
+    if gathered is not None:
+        gathered.setdefault(sql, []).extend(rows)
+        return
+    _insert_rows(cursor, sql, rows)
+
+
+def _insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     if not rows:
         return
     head, _, marks = sql.rpartition(" VALUES ")

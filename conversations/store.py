@@ -315,12 +315,13 @@ _ALL_OR_NOTHING: ContextVar[bool] = ContextVar("store_all_or_nothing", default=F
 def all_or_nothing(using: str = "default") -> Iterator[None]:
     """One transaction for many writes that stand or fall together: a write inside it takes
     no savepoint of its own, and one that fails rolls all of them back (the caller writes them
-    again, each in a savepoint, to keep the others: ``ingest_each``). A savepoint per write
-    made a bulk ingest's search docs four times as dear: SQLite's FTS5 writes its pending
-    index out at each."""
+    again, each in a savepoint, to keep the others: ``ingest_each``). Their search docs and
+    sources are inserted together at the end (``search.inserts_gathered``). A savepoint or a
+    statement per write made a bulk ingest's search docs several times as dear: SQLite's FTS5
+    writes its pending index out at each."""
     token = _ALL_OR_NOTHING.set(True)
     try:
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=using), search.inserts_gathered(using):
             yield
     finally:
         _ALL_OR_NOTHING.reset(token)

@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from conversations import uploads
 from conversations.models import Conversation, Event, Turn
 from conversations.projections import export_json
+from conversations.reading import conversation_rows
 from conversations.provenance import ProvenanceError
 from tests.api.conftest import build_conversation
 
@@ -145,6 +146,12 @@ def test_ingest_each_writes_a_batch_without_a_savepoint_per_file_and_tells_of_ea
     assert sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"]
                for q in queries.captured_queries) == 1
     assert [r.conversation.title for r in results] == ["answer 0", "answer 1", "answer 2"]
+    # the batch's search docs in one statement at its end, every one of them found
+    assert sum(q["sql"].startswith('INSERT INTO "conversations_searchdoc"')
+               for q in queries.captured_queries) == 1
+    for result in results:
+        assert set(conversation_rows(owner, query=result.conversation.title).values_list(
+            "pk", flat=True)) == {result.conversation.pk}
 
     real = ingest_module._write
     monkeypatch.setattr(ingest_module, "_write", lambda provider, read: (
