@@ -14,8 +14,8 @@ from django.core.management.base import CommandError
 from conversations import uploads
 from conversations.models import Conversation, Event, Turn
 from conversations.projections import export_json
-from conversations.reading import conversation_rows
 from conversations.provenance import ProvenanceError
+from conversations.reading import conversation_rows
 from tests.api.conftest import build_conversation
 
 pytestmark = pytest.mark.django_db
