@@ -6,7 +6,6 @@ transaction, so a malformed file leaves nothing half-written.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 import providers
-from conversations import redaction, store
+from conversations import provenance, redaction, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from streams import run
@@ -101,6 +100,8 @@ def _read(
     conversation: Conversation | None,
 ) -> _Read:
     builder, records = assemble(provider, files)
+    # Refused here, not by the store: a bulk batch would be written twice for it.
+    provenance.validate(Turn.Role.AGENT, builder.provider, builder.model)
     title = storable(redaction.redact_text(title))
     prompt = storable(redaction.redact_text(prompt))
     turns = []
@@ -152,6 +153,8 @@ class BulkResult:
 
 
 BULK_BATCH = 200  # files per commit: a commit per file was a third of the time, measured
+# Raw bytes per batch, whatever its count: a batch's files are all read before it is written.
+BULK_BYTES = 64 * 2**20
 
 
 def ingest_each(
@@ -159,68 +162,76 @@ def ingest_each(
     batch: int = BULK_BATCH, done: Callable[[BulkResult], None] | None = None,
 ) -> Iterator[BulkResult]:
     """Each of ``files`` as its own conversation (one agent turn), in one process: many files
-    are committed together (``batch`` per transaction), so that a file that cannot be read or
-    stored is reported and leaves nothing, and never costs the others. Results come in file
-    order as each file is done; a result is yielded once its batch is committed; ``done`` is
-    called as each file is through (for a progress bar).
+    are committed together (``batch`` per transaction, fewer when they hold over
+    ``BULK_BYTES``), so that a file that cannot be read or stored is reported and leaves
+    nothing, and never costs the others. Results come in file order, once their batch is
+    committed; ``done`` is told of each file once (for a progress bar): a file that cannot be
+    read at once, the others as their batch commits.
 
     Every file of a batch is read first (a file that cannot be read is refused there, touching
     no database); the rest are written in one transaction, and only if the database refuses
     one of them is the batch written again with a savepoint per file. Not a savepoint per file
     every time: SQLite's FTS5 writes its pending index to disk at each savepoint, and that
     made a file's search docs four times as dear."""
-    reported: set[int] = set()  # the chunk's files ``done`` was told of (it may run twice)
-
-    def report(index: int, result: BulkResult) -> BulkResult:
-        if done is not None and index not in reported:
-            reported.add(index)
-            done(result)
-        return result
-
-    iterator = iter(files)
-    while True:
-        chunk = list(itertools.islice(iterator, batch))
-        if not chunk:
-            return
-        reported.clear()
+    for chunk in _batches(files, batch):
         read: list[_Read | BulkResult] = []
-        for index, response in enumerate(chunk):
+        for response in chunk:
             try:
                 read.append(_read(provider, [response], owner=owner, title="", prompt="",
                                   conversation=None))
             except ValueError as exc:  # every refusal of the input (MalformedInput names
                 # the file and line): nothing of it reaches the database
-                read.append(report(index, BulkResult(response.name, error=str(exc))))
+                refused = BulkResult(response.name, error=str(exc))
+                read.append(refused)
+                if done is not None:
+                    done(refused)
         try:
-            results = _write_batch(provider, chunk, read, report, savepoints=False)
+            results = _write_batch(provider, chunk, read, savepoints=False)
         except (ValueError, DatabaseError):  # all of it rolled back: again, file by file
-            results = _write_batch(provider, chunk, read, report, savepoints=True)
-        yield from results  # committed
+            results = _write_batch(provider, chunk, read, savepoints=True)
+        for item, result in zip(read, results, strict=True):
+            if done is not None and not isinstance(item, BulkResult):
+                done(result)  # committed
+        yield from results
+
+
+def _batches(files: Iterable[ResponseFile], count: int) -> Iterator[list[ResponseFile]]:
+    """``files`` in batches of ``count`` at most, and of ``BULK_BYTES`` (but one file)."""
+    chunk: list[ResponseFile] = []
+    size = 0
+    for response in files:
+        if chunk and (len(chunk) >= count or size + len(response.raw) > BULK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(response)
+        size += len(response.raw)
+    if chunk:
+        yield chunk
 
 
 def _write_batch(
-    provider: str, chunk: list[ResponseFile], read: list[_Read | BulkResult],
-    report: Callable[[int, BulkResult], BulkResult], *, savepoints: bool,
+    provider: str, chunk: list[ResponseFile], read: list[_Read | BulkResult], *,
+    savepoints: bool,
 ) -> list[BulkResult]:
     """Write the files ``read`` in one transaction; with ``savepoints``, each in its own, so
     one the database refuses is reported and the others are kept."""
     results = []
     with transaction.atomic() if savepoints else store.all_or_nothing():
-        for index, (response, item) in enumerate(zip(chunk, read, strict=True)):
+        for response, item in zip(chunk, read, strict=True):
             if isinstance(item, BulkResult):
                 results.append(item)
                 continue
             if not savepoints:
                 summary = _write(provider, item)
-                results.append(report(index, BulkResult(response.name, summary.conversation)))
+                results.append(BulkResult(response.name, summary.conversation))
                 continue
             try:
                 with transaction.atomic():  # the file's savepoint
                     summary = _write(provider, item)
             except (ValueError, DatabaseError) as exc:
-                results.append(report(index, BulkResult(response.name, error=str(exc))))
+                results.append(BulkResult(response.name, error=str(exc)))
             else:
-                results.append(report(index, BulkResult(response.name, summary.conversation)))
+                results.append(BulkResult(response.name, summary.conversation))
     return results
 
 

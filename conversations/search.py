@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import html
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -233,25 +234,26 @@ class _Sql:
 _PARAMS_PER_STATEMENT = 30_000
 
 
-# Inside ``inserts_gathered``: the rows ``insert_indexed`` was given, by statement.
-_GATHERED: ContextVar[dict[str, list[Sequence[Any]]] | None] = ContextVar(
+# Inside ``inserts_gathered``: the rows ``insert_indexed`` was given, by connection and
+# statement.
+_GATHERED: ContextVar[dict[tuple[str, str], list[Sequence[Any]]] | None] = ContextVar(
     "search_inserts_gathered", default=None)
 
 
 @contextmanager
-def inserts_gathered(using: str = "default") -> Iterator[None]:
+def inserts_gathered() -> Iterator[None]:
     """Inside (a transaction of many writes: ``store.all_or_nothing``), ``insert_indexed``
     gathers its rows, and they are inserted together when the block ends without an error:
     a statement per table for the whole block, so FTS5 writes its index out once, not once
     a write."""
-    gathered: dict[str, list[Sequence[Any]]] = {}
+    gathered: dict[tuple[str, str], list[Sequence[Any]]] = {}
     token = _GATHERED.set(gathered)
     try:
         yield
     finally:
         _GATHERED.reset(token)
-    with connections[using].cursor() as cursor:
-        for sql, rows in gathered.items():
+    for (alias, sql), rows in gathered.items():
+        with connections[alias].cursor() as cursor:
             _insert_rows(cursor, sql, rows)
 
 
@@ -264,7 +266,7 @@ def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None
     ``inserts_gathered``, the rows wait for the end of that block."""
     gathered = _GATHERED.get()
     if gathered is not None:
-        gathered.setdefault(sql, []).extend(rows)
+        gathered.setdefault((cursor.db.alias, sql), []).extend(rows)
         return
     _insert_rows(cursor, sql, rows)
 
@@ -273,7 +275,10 @@ def _insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     if not rows:
         return
     head, _, marks = sql.rpartition(" VALUES ")
-    per = max(1, _PARAMS_PER_STATEMENT // len(rows[0]))
+    limit = _PARAMS_PER_STATEMENT
+    if cursor.db.vendor == "sqlite":  # 999 before SQLite 3.32 (Django supports 3.31)
+        limit = min(limit, cursor.db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    per = max(1, limit // len(rows[0]))
     for start in range(0, len(rows), per):
         chunk = rows[start:start + per]
         cursor.execute(f"{head} VALUES {', '.join([marks] * len(chunk))}",

@@ -321,7 +321,7 @@ def all_or_nothing(using: str = "default") -> Iterator[None]:
     writes its pending index out at each."""
     token = _ALL_OR_NOTHING.set(True)
     try:
-        with transaction.atomic(using=using), search.inserts_gathered(using):
+        with transaction.atomic(using=using), search.inserts_gathered():
             yield
     finally:
         _ALL_OR_NOTHING.reset(token)

@@ -168,6 +168,40 @@ def test_ingest_each_writes_a_batch_without_a_savepoint_per_file_and_tells_of_ea
         "answer 0", "answer 1", "answer 2", "answer 3"]
 
 
+def test_ingest_each_tells_the_progress_only_what_was_committed(owner, monkeypatch):
+    """A batch whose end fails (here: its gathered search docs) is rolled back and written
+    again file by file: the progress hears of each file once, as committed, never of a
+    conversation that was rolled back."""
+    from conversations import ingest as ingest_module
+    from conversations import search
+
+    insert, failures = search._insert_rows, []
+
+    def fails_once(cursor, sql, rows):
+        if not failures:
+            failures.append(sql)
+            raise ingest_module.DatabaseError("the batch's end failed")
+        insert(cursor, sql, rows)
+
+    monkeypatch.setattr(search, "_insert_rows", fails_once)
+    files = [ingest_module.ResponseFile(f"r{i}.jsonl", (GOOD % i).encode()) for i in range(3)]
+    told: list = []
+    results = list(ingest_module.ingest_each("anthropic", files, owner=owner, done=told.append))
+    assert failures
+    assert [(r.name, r.conversation.pk) for r in told] == [
+        (r.name, r.conversation.pk) for r in results]
+    assert Conversation.objects.filter(pk__in=[r.conversation.pk for r in told]).count() == 3
+
+
+def test_ingest_each_batches_by_count_and_by_bytes(monkeypatch):
+    from conversations import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "BULK_BYTES", 10)
+    files = [ingest_module.ResponseFile(f"f{n}", b"x" * n) for n in (4, 4, 4, 20, 1, 1, 1)]
+    assert [[f.name for f in chunk] for chunk in ingest_module._batches(files, 2)] == [
+        ["f4", "f4"], ["f4"], ["f20"], ["f1", "f1"], ["f1"]]
+
+
 def ids() -> set[str]:
     return {str(pk) for pk in Conversation.objects.values_list("pk", flat=True)}
 
