@@ -263,7 +263,6 @@ class TurnRunner:
         self.pending_cites: list[dict[str, str]] = []
         self.pending_records: list[EventRecord] = []  # completed, stored at the next flush
         self.pending_events: list[dict[str, Any]] = []  # committed, not yet published
-        self.pending_model: tuple[str, str] | None = None  # recorded with the next store
         self._model_unannounced = False  # recorded, not yet in a published turn message
         self.flush_at: float | None = None
         self.window_end = float("-inf")  # text queued before this waits for the window
@@ -522,7 +521,7 @@ class TurnRunner:
         if then is not None:
             out.append(then)
         await publish.publish_all(self.conversation.pk, out, self.layer)
-        if self.pending_records or self.pending_model:  # text went first: now the store
+        if self.pending_records:  # text went first: now the store
             await self._store()
             if self.flush_at is None:
                 self.flush_at = self._now() + self.coalesce
@@ -574,14 +573,14 @@ class TurnRunner:
         if (self.pending_records or self.pending_events) and self.flush_at is None:
             self.flush_at = self._now() + self.coalesce
 
-    async def _store(self, finish: dict[str, Any] | None = None) -> None:
-        """Append the pending events (with the model, and ``finish``, when due) in one
+    async def _store(self, finish: dict[str, Any] | None = None,
+                     model: tuple[str, str] | None = None) -> None:
+        """Append the pending events (with the ``model``, and ``finish``, when given) in one
         transaction; the next flush publishes them, and the model in a ``turn`` message."""
         assert self.turn is not None
-        if not (self.pending_records or self.pending_model or finish):
+        if not (self.pending_records or model or finish):
             return
         records, self.pending_records = self.pending_records, []
-        model, self.pending_model = self.pending_model, None
         events = await _write_db(self.turn, records, model, finish)
         if events:
             self.last_seq = events[-1].seq
@@ -602,8 +601,7 @@ class TurnRunner:
         except provenance.ProvenanceError as exc:  # the turn streams on, without a model
             log.warning("turn %s: model not recorded: %s", self.turn.pk, exc)
             return
-        self.pending_model = (provider, model)
-        await self._store()
+        await self._store(model=(provider, model))
         if self.flush_at is None:
             self.flush_at = self._now() + self.coalesce
 
