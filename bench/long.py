@@ -10,7 +10,8 @@ page as the floor, in the same run:
 * page cold  — the conversation page (its first window of turns) with no cached fragments;
 * page warm  — the same page again (fragments and message HTML cached);
 * exports    — JSON (portable), Markdown and HTML, streamed to nowhere: MB/s and the peak
-  memory the export itself allocated (tracemalloc), cold (rendered) and cached;
+  memory the export itself allocated (tracemalloc), cold (cache dropped, code warm: the
+  best of ``--repeat``, as for the page) and cached;
 * server RSS — the process's resident set after all of it.
 
 Targets: page cold <= 300 ms, RSS <= 250 MB, exports >= 10 MB/s with flat memory. ``measure()``
@@ -200,11 +201,17 @@ def measure(conversation: Any = None, *, turns: int = 5000, repeat: int = 3,
         def cold() -> None:
             TurnExport.objects.filter(turn__conversation=conversation).delete()
 
+        # Cold as the page's is: the export's code paths warmed once, then its cache dropped
+        # before each of ``repeat`` runs (the first request of a process also pays for
+        # imports and the database's page cache: 1.3 s -> 2.3 s for the JSON).
         cold()
-        wall, cpu, body = _timed(lambda fmt=fmt: _body(client.get(export, {"format": fmt})))
-        nbytes = len(body)
+        nbytes = len(_body(client.get(export, {"format": fmt})))
         size = nbytes / 2**20
-        del body
+        runs = []
+        for _ in range(repeat):
+            cold()
+            runs.append(_timed(lambda fmt=fmt: _body(client.get(export, {"format": fmt})))[:2])
+        wall, cpu = min(runs)
         cached_ms, cached_cpu_ms, _ = best(export, {"format": fmt})
         gc.collect()
         tracemalloc.start()
@@ -222,6 +229,10 @@ def measure(conversation: Any = None, *, turns: int = 5000, repeat: int = 3,
     gc.collect()
     out["rss_mb"], out["rss_peak_mb"] = _rss_mb()
     return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
 
 
 def report(figures: dict[str, Any]) -> str:
@@ -242,9 +253,9 @@ def report(figures: dict[str, Any]) -> str:
         f = figures[fmt]
         lines.append(
             f"  export {fmt:<9} {f['mb']:6.1f} MB: cold {f['cold_s']:6.1f} s "
-            f"({f['cold_mb_s']:5.1f} MB/s), cached {f['cached_ms']:7.0f} ms "
-            f"({f['cached_mb_s']:6.1f} MB/s; target >= 10 MB/s: "
-            f"{'met' if f['cached_mb_s'] >= 10 else 'MISSED'}), peak {f['peak_mb']:.1f} MB "
+            f"({f['cold_mb_s']:5.1f} MB/s; {_met(f['cold_mb_s'] >= 10)}), cached "
+            f"{f['cached_ms']:7.0f} ms ({f['cached_mb_s']:6.1f} MB/s; target >= 10 MB/s: "
+            f"{_met(f['cached_mb_s'] >= 10)}), peak {f['peak_mb']:.1f} MB "
             f"allocated while streaming; CPU cold {f['cold_cpu_s']:.1f} s, cached "
             f"{f['cached_cpu_ms']:.0f} ms")
     lines.append(f"  server RSS {figures['rss_mb']:.0f} MB after, peak {figures['rss_peak_mb']:.0f}"
