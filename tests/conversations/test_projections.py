@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from conversations import store
 from conversations.ingest import ingest
 from conversations.models import Conversation, Event, ProviderPayload
-from conversations.projections import export_json, import_document
+from conversations.projections import event_dict, events_queryset, export_json, import_document
 from conversations.schema import InvalidDocument, validate_export
 from tests.conversations.test_ingest import all_fixture_files, files_for
 
@@ -71,6 +71,21 @@ def test_portable_projection_has_no_payloads_and_native_has_them():
     assert cited and all(a["replay"]["value"]["encrypted_index"] for a in cited)
     assert native["turns"][0]["agent"]["model"] == {
         "provider": "anthropic", "model": "claude-sonnet-4-20250514"}
+
+
+def test_an_event_read_without_the_prefetch_says_the_same():
+    """event_dict reads the attributions events_queryset prefetched; an event read any other
+    way (a plain query) gets the same, in the same (ordinal) order."""
+    summary = ingest("anthropic", files_for(
+        "anthropic", ["vercel-ai__anthropic-web-search-tool.1.chunks.txt"]))
+    events = Event.objects.filter(conversation=summary.conversation, kind="message")
+    prefetched = {str(e.pk): event_dict(e, "native") for e in events_queryset("native").filter(
+        conversation=summary.conversation, kind="message")}
+    plain = {str(e.pk): event_dict(e, "native") for e in events.order_by("-seq")}
+    same = orjson.OPT_SORT_KEYS  # payloads are orjson Fragments: compared as bytes
+    assert orjson.dumps(plain, option=same) == orjson.dumps(prefetched, option=same)
+    assert sum(len(e["attributions"]) for e in plain.values()) > 1
+    assert list(plain) != list(prefetched)  # read in another order, matched by id
 
 
 def test_unknown_payloads_round_trip_unmodified():
