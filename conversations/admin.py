@@ -43,7 +43,13 @@ from conversations.models import (
     ProviderPayload,
     Turn,
 )
-from conversations.search import PROVIDER, source_folded_matches, source_matches
+from conversations.search import (
+    MIN_QUERY,
+    PROVIDER,
+    matching,
+    source_folded_matches,
+    source_matches,
+)
 from streams.registries import EVENT_KINDS
 
 INLINE_LIMIT = 1_000_000  # bytes: above this a payload page shows a preview and a download
@@ -420,6 +426,10 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
     created_at_when, updated_at_when = timestamp("created_at"), timestamp("updated_at")
     list_select_related = ("owner", "forked_from")
     search_fields = ("title",)
+    search_help_text = (
+        "Search titles, messages and cited sources, as the conversation list does (a word of "
+        "one or two letters: titles only); or an id."
+    )
     key_search_fields = ("id",)
     list_filter = ("created_at",)
     ordering = ("-updated_at",)
@@ -435,6 +445,13 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # conversations are created by ingest, import, fork and live turns
+
+    def word_matches(self, word: str, using: str) -> Q:
+        # Through the list's index of every text (a LIKE over each title was 63 ms at 100k
+        # conversations, and found nothing said in them).
+        if len(word) < MIN_QUERY:
+            return Q(title__icontains=word)
+        return matching(word, using)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A conversation is removed whole by the store (never its events one by one), by staff

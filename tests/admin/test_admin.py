@@ -350,6 +350,39 @@ def test_key_search_is_an_exact_match_through_the_index(admin_client):
     assert admin_client.get(turns, {"q": "claude-1"}).context["cl"].result_count == 2
 
 
+def test_conversation_search_reads_the_lists_index_of_every_text(admin_client):
+    """The conversations admin searches as the conversation list does: titles, messages and
+    cited sources, through the search index (no LIKE over every title); a word too short for
+    a trigram reads titles only."""
+    from conversations import admin as conversation_admin
+
+    said = populate(3)  # its messages say "message 0".."message 2", its sources "source 0"..
+    other = populate(1)  # "bulk 1"
+    Conversation.objects.filter(pk=said.pk).update(title="a report")
+    search.rebuild()
+    url = reverse("admin:conversations_conversation_changelist")
+
+    def found(term: str) -> list[Any]:
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.get(url, {"q": term})
+        assert response.status_code == 200
+        listed = [q["sql"] for q in captured.captured_queries
+                  if "conversations_conversation" in q["sql"] and "LIMIT" in q["sql"]]
+        if min(len(w) for w in conversation_admin.search_words(term)) >= search.MIN_QUERY:
+            assert listed and not [sql for sql in listed if "title" in sql.split("WHERE")[-1]]
+        return [c.pk for c in response.context["cl"].result_list]
+
+    assert found('"message 2"') == [said.pk]  # said in a message only
+    assert found("S2.EXAMPLE") == [said.pk]  # a cited source's URL, any case
+    assert found("report") == [said.pk]  # the title
+    assert len(found('"message 0"')) == 2 and found("nowhere-at-all") == []
+    assert found("a") == [said.pk]  # one letter: the titles ("a report"; "bulk 1" has none)
+    assert found('report "source 1"') == [said.pk]  # every word, each anywhere
+    # A short word reads titles only: "2" is in a message of "a report", not in its title.
+    assert found("bulk 1") == [other.pk] and found("report 2") == []
+    assert found(f"{said.pk}") == [said.pk]
+
+
 def test_domain_search_reads_the_domain_column(admin_client, monkeypatch):
     from conversations import admin as conversation_admin
 
