@@ -21,7 +21,7 @@ floor of its own round):
 * text search with a hit and with none, the cited-domain filter (the most cited domain),
 * the API list, the admin changelists (conversations, turns, events, attributions, payloads),
   and the admin's filters and searches (event kind and incomplete, payload provider, a cited
-  domain, a word of the sources' titles, a key),
+  domain, a word of the sources' titles, a word said in conversations, a key),
 * the process's peak RSS,
 
 each as wall and CPU time (the server's own time: on a loaded machine wall time is mostly the
@@ -239,6 +239,8 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
         "admin events, incomplete filter": (admin,
                                             f"{admin_pages}/event/?incomplete__exact=1"),
         "admin events, key search": (admin, f"{admin_pages}/event/?" + urlencode({"q": some})),
+        "admin conversations, text search": (admin, f"{admin_pages}/conversation/?"
+                                             + urlencode({"q": hit})),
         "admin payloads, provider filter": (admin,
                                             f"{admin_pages}/providerpayload/?provider=google"),
         "admin attributions, domain search": (admin, f"{admin_pages}/attribution/?"
