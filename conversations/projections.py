@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Prefetch, QuerySet
 from django.db.models.functions import Length
 
-from conversations import provenance, store
+from conversations import cache_rows, provenance, store
 from conversations.limits import check_turn
 from conversations.models import Attribution, Conversation, Event, Turn, TurnExport
 from conversations.redaction import redact_document
@@ -316,11 +316,9 @@ def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str]
         with transaction.atomic():
             if stale:
                 TurnExport.objects.filter(turn_id__in=stale, format=cache_format).delete()
-            TurnExport.objects.bulk_create(
-                [TurnExport(turn_id=pk, format=cache_format, key=keys[pk], text=text)
-                 for pk, text in made.items()],
-                ignore_conflicts=True,
-            )
+            cache_rows.put(TurnExport, ("turn", "format", "key", "text"),
+                           [(pk, cache_format, keys[pk], text) for pk, text in made.items()],
+                           unique=("turn", "format"))
     except IntegrityError:
         pass  # another export cached them first
 

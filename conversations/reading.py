@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from conversations import search, streaming
+from conversations import cache_rows, search, streaming
 from conversations.models import (
     Conversation,
     Event,
@@ -104,30 +104,29 @@ def cached_html(turns: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def _fresh_html(rendered: RenderedTurn, known: dict[str, str]) -> list[RenderedHTML]:
-    """The rows of the message HTML ``rendered`` made that the cache did not hold."""
+def _fresh_html(rendered: RenderedTurn, known: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The (event id, renderer version, html) rows of the message HTML ``rendered`` made that
+    the cache did not hold."""
     fresh = []
     for key, html in rendered.fresh_html.items():
         if key not in known:
             event_id, version = _row_key(key)
-            fresh.append(RenderedHTML(event_id=event_id, renderer_version=version, html=str(html)))
+            fresh.append((event_id, version, str(html)))
     return fresh
 
 
-def _store(html: list[RenderedHTML], fragments: list[TurnFragment]) -> None:
-    """Cache what a page rendered: its new message HTML and turn fragments, in one
-    transaction of two statements (a commit per turn was most of a cold page's time on
+def _store(html: list[tuple[str, str, str]], fragments: list[tuple[Any, str, str]]) -> None:
+    """Cache what a page rendered: its new message HTML and (turn, key, html) fragments, in
+    one transaction of two statements (a commit per turn was most of a cold page's time on
     PostgreSQL: 459 queries for 50 turns)."""
     if not html and not fragments:
         return
     try:
         with transaction.atomic():
-            if html:
-                RenderedHTML.objects.bulk_create(html, ignore_conflicts=True)
-            if fragments:
-                TurnFragment.objects.bulk_create(
-                    fragments, update_conflicts=True, unique_fields=["turn"],
-                    update_fields=["key", "html"])
+            cache_rows.put(RenderedHTML, ("event", "renderer_version", "html"), html,
+                           unique=("event", "renderer_version"))
+            cache_rows.put(TurnFragment, ("turn", "key", "html"), fragments,
+                           unique=("turn",), replace=("key", "html"))
     except IntegrityError:
         pass  # a turn or event deleted meanwhile: nothing to cache for it
 
@@ -219,13 +218,13 @@ def _views(conversation: Conversation, qs: QuerySet[Turn]) -> list[TurnView]:
     rendered, html = _render(conversation, todo)
     for view in rendered:
         views[view.turn.pk] = view
-    _store(html, [TurnFragment(turn=view.turn, key=_fragment_key(view.turn), html=view.html)
+    _store(html, [(view.turn.pk, _fragment_key(view.turn), str(view.html))
                   for view in rendered if view.turn.status != Turn.Status.STREAMING])
     return [views[t.pk] for t in turns]
 
 
 def _render(conversation: Conversation, turns: list[Turn]
-            ) -> tuple[list[TurnView], list[RenderedHTML]]:
+            ) -> tuple[list[TurnView], list[tuple[str, str, str]]]:
     """The views of ``turns``, rendered, and the message HTML rows to cache for them."""
     if not turns:
         return [], []
