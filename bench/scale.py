@@ -241,6 +241,7 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
         "admin events, key search": (admin, f"{admin_pages}/event/?" + urlencode({"q": some})),
         "admin conversations, text search": (admin, f"{admin_pages}/conversation/?"
                                              + urlencode({"q": hit})),
+        "admin conversations, no hit": (admin, f"{admin_pages}/conversation/?q=zqxjv-nothing"),
         "admin payloads, provider filter": (admin,
                                             f"{admin_pages}/providerpayload/?provider=google"),
         "admin attributions, domain search": (admin, f"{admin_pages}/attribution/?"

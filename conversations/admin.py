@@ -46,6 +46,7 @@ from conversations.models import (
 from conversations.search import (
     MIN_QUERY,
     PROVIDER,
+    any_match,
     matching,
     source_folded_matches,
     source_matches,
@@ -427,8 +428,8 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
     list_select_related = ("owner", "forked_from")
     search_fields = ("title",)
     search_help_text = (
-        "Search titles, messages and cited sources, as the conversation list does (a word of "
-        "one or two letters: titles only); or an id."
+        "Each word (a quoted phrase as one) in a title, a message or a cited source, through "
+        "the conversation list's index; a word of one or two letters, in titles only. Or an id."
     )
     key_search_fields = ("id",)
     list_filter = ("created_at",)
@@ -451,6 +452,9 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
         # conversations, and found nothing said in them).
         if len(word) < MIN_QUERY:
             return Q(title__icontains=word)
+        if not any_match(word, using):
+            # Nothing says it: no walk of the whole list testing each against nothing.
+            return Q(pk__in=[])
         return matching(word, using)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -20,10 +20,12 @@ def put(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequenc
     """Insert ``rows`` (values of ``fields``, in that order) into ``model``'s table; a row
     whose ``unique`` fields are taken already is skipped, or, with ``replace``, has those
     fields replaced by the new row's."""
-    using = router.db_for_write(model)
-    connection = connections[using]
-    q = connection.ops.quote_name
     meta = model._meta
+    # No model instance is made: a default or pre_save of a field left out would be skipped.
+    left_out = {f.name for f in meta.concrete_fields if not f.primary_key} - set(fields)
+    assert not left_out, f"{meta.label}: give every field a value ({', '.join(left_out)})"
+    connection = connections[router.db_for_write(model)]
+    q = connection.ops.quote_name
     columns = [meta.get_field(name) for name in fields]
     column = {name: q(field.column) for name, field in zip(fields, columns, strict=True)}
     on_conflict = f"ON CONFLICT ({', '.join(q(meta.get_field(n).column) for n in unique)}) "

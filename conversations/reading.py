@@ -117,8 +117,8 @@ def _fresh_html(rendered: RenderedTurn, known: dict[str, str]) -> list[tuple[str
 
 def _store(html: list[tuple[str, str, str]], fragments: list[tuple[Any, str, str]]) -> None:
     """Cache what a page rendered: its new message HTML and (turn, key, html) fragments, in
-    one transaction of two statements (a commit per turn was most of a cold page's time on
-    PostgreSQL: 459 queries for 50 turns)."""
+    one transaction of an executemany each (a commit per turn was most of a cold page's time
+    on PostgreSQL: 459 queries for 50 turns)."""
     if not html and not fragments:
         return
     try:

@@ -61,8 +61,12 @@ def serve(
     static: bool = True,
     mounts: dict[str, Any] | None = None,
     verbosity: int = 1,
+    proxy_headers: bool = False,
 ) -> None:
-    """Run daphne until interrupted; ``on_ready()`` is started as a task on its loop."""
+    """Run daphne until interrupted; ``on_ready()`` is started as a task on its loop. With
+    ``proxy_headers`` the client's address, port and scheme are read from the
+    ``X-Forwarded-For``, ``-Port`` and ``-Proto`` headers the proxy in front sets (per-client
+    limits, such as the login's, would otherwise count every client as the proxy)."""
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server  # installs the asyncio reactor: import it first
     from twisted.internet import defer, reactor
@@ -83,5 +87,8 @@ def serve(
         endpoints=build_endpoint_description_strings(host=host, port=port),
         ready_callable=ready,
         verbosity=verbosity,
+        **({"proxy_forwarded_address_header": "X-Forwarded-For",
+            "proxy_forwarded_port_header": "X-Forwarded-Port",
+            "proxy_forwarded_proto_header": "X-Forwarded-Proto"} if proxy_headers else {}),
     )
     server.run()

@@ -51,3 +51,11 @@ def test_no_rows_no_statement():
         cache_rows.put(TurnExport, ("turn", "format", "key", "text"), [],
                        unique=("turn", "format"))
     assert captured.captured_queries == []
+
+
+def test_every_field_must_be_given():
+    """No instance is made, so a field left out would lose its default: refused."""
+    first, _ = _turns()
+    with pytest.raises(AssertionError, match="key"):
+        cache_rows.put(TurnExport, ("turn", "format", "text"), [(first.pk, "markdown", "x")],
+                       unique=("turn", "format"))

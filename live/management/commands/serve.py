@@ -1,10 +1,11 @@
 """``python manage.py serve``: Turnscope under daphne, as it is deployed — the pages, the API,
 the admin, the live websockets and the recording proxy in one process.
 
-Unlike ``daphne turnscope.asgi:application`` it also serves the static files (unless
+Unlike ``daphne turnscope.asgi:application`` it can serve the static files (unless
 ``--no-static``: then the proxy in front serves ``/static/`` from ``STATIC_ROOT``, filled by
-``manage.py collectstatic``), and on Ctrl-C or SIGTERM it stops the live turns it runs so each
-records its interruption with the text it had, instead of waiting to be found orphaned.
+``manage.py collectstatic``), it finishes at start the turns a stopped server left streaming,
+and on Ctrl-C or SIGTERM it stops the live turns it runs so each records its interruption with
+the text it had, instead of waiting to be found orphaned.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
 from live import recovery
 
@@ -27,9 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-static", action="store_true",
                             help="leave /static/ to the proxy in front (collectstatic fills "
                             "STATIC_ROOT)")
+        parser.add_argument("--proxy-headers", action="store_true",
+                            help="behind a proxy: the client's address, port and scheme are "
+                            "the X-Forwarded-For, -Port and -Proto headers it sets")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.check(display_num_errors=False)
         self.check_migrations()  # says so when the database is behind the code
         # Turns a stopped server left streaming, quiet long enough to be sure no other
         # process runs them (several processes may serve one database).
@@ -37,6 +41,8 @@ class Command(BaseCommand):
         if reaped:
             self.stdout.write(f"finished {len(reaped)} turn(s) a stopped server left streaming "
                               "as interrupted")
+        # The reactor's thread never hands this one back: it would stay open, idle.
+        connections.close_all()
         static = not options["no_static"]
         where = ("served here, from the apps and STATICFILES_DIRS" if static
                  else f"left to the proxy (manage.py collectstatic fills {settings.STATIC_ROOT})")
@@ -45,4 +51,4 @@ class Command(BaseCommand):
         from live import serve
 
         serve.serve(options["host"], options["port"], static=static,
-                    verbosity=options["verbosity"])
+                    verbosity=options["verbosity"], proxy_headers=options["proxy_headers"])
