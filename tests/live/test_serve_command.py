@@ -118,6 +118,7 @@ def _listening(port: int) -> bool:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_served_with_debug_off_pages_come_with_their_styles(tmp_path):
     """What a deployment sees: DEBUG off, the login page and the stylesheet it links."""
     with _serving(tmp_path) as base:
@@ -129,6 +130,7 @@ def test_served_with_debug_off_pages_come_with_their_styles(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_with_no_static_the_files_are_left_to_the_proxy(tmp_path):
     with _serving(tmp_path, "--no-static") as base:
         assert _get(base + "/accounts/login/")[0] == 200
@@ -150,6 +152,7 @@ def _login(base: str, client: str, password: str) -> int:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_behind_a_proxy_the_login_limit_counts_each_client_not_the_proxy(tmp_path):
     """With --proxy-headers, a client who used up the failed-login limit is refused, and
     another client behind the same proxy still logs in; without it, both are the proxy."""
