@@ -350,7 +350,7 @@ def test_key_search_is_an_exact_match_through_the_index(admin_client):
     assert admin_client.get(turns, {"q": "claude-1"}).context["cl"].result_count == 2
 
 
-def test_conversation_search_reads_the_lists_index_of_every_text(admin_client):
+def test_conversation_search_reads_the_lists_index_of_every_text(admin_client, monkeypatch):
     """The conversations admin searches as the conversation list does: titles, messages and
     cited sources, through the search index (no LIKE over every title); a word too short for
     a trigram reads titles only."""
@@ -390,6 +390,28 @@ def test_conversation_search_reads_the_lists_index_of_every_text(admin_client):
     # A short word reads titles only: "2" is in a message of "a report", not in its title.
     assert found("bulk 1") == [other.pk] and found("report 2") == []
     assert found(f"{said.pk}") == [said.pk]
+    if connection.vendor != "sqlite":
+        return
+    # One word over the whole list: counted by the index, in the pass that reads the keys
+    # the page takes; past the count's limit, "at least" that many, and every match listed.
+
+    def counted(term: str, **params: str) -> tuple[int, int, list[str]]:
+        with CaptureQueriesContext(connection) as captured:
+            cl = admin_client.get(url, {"q": term, **params}).context["cl"]
+        sqls = [q["sql"] for q in captured.captured_queries]
+        return cl.result_count, len(cl.result_list), sqls
+
+    count, rows, sqls = counted('"message 0"')
+    assert (count, rows) == (2, 2)
+    assert not [sql for sql in sqls if "COUNT" in sql and "conversations_conversation" in sql]
+    assert sum(search.FTS_TABLE in sql for sql in sqls) == 1
+    # A list filtered besides is counted as any search is.
+    count, rows, sqls = counted('"message 0"', created_at__gte="2000-01-01 00:00:00+00:00")
+    assert (count, rows) == (2, 2)
+    assert [sql for sql in sqls if "COUNT" in sql and "conversations_conversation" in sql]
+    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 1)
+    count, rows, _ = counted('"message 0"')
+    assert isinstance(count, conversation_admin.CountAtLeast) and (count, rows) == (1, 2)
 
 
 def test_domain_search_reads_the_domain_column(admin_client, monkeypatch):
