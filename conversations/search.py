@@ -542,20 +542,27 @@ def _apart(connection: Any) -> str:
     return " OFFSET 0" if connection.vendor == "postgresql" else ""
 
 
+def text_matches(query: str, using: str = "default") -> Q:
+    """The conversations a search for ``query`` finds, as a filter (the list's search box, each
+    word of the admin's): those with a doc containing it (``matching``)."""
+    if len(query) < MIN_QUERY:
+        # Shorter than a trigram: no index can answer it, and it matches nearly every text;
+        # it looks at titles only (one row per conversation), not at every message.
+        return Q(title__icontains=query)
+    if not any_match(query, using):
+        # Nothing matches: no list query at all (an empty ``pk__in`` is never sent). SQLite
+        # would otherwise walk the whole order index testing each conversation against the
+        # empty match set.
+        return Q(pk__in=[])
+    return matching(query, using)
+
+
 def filtered(qs: QuerySet[Conversation], *, query: str = "", provider: str = "",
              model: str = "", domain: str = "") -> QuerySet[Conversation]:
     """``qs`` narrowed by the list's filters, each through its index. ``domain`` is a host name,
     lower-cased, without "www." (it matches that host and its subdomains)."""
-    if len(query) >= MIN_QUERY:
-        if not any_match(query, qs.db):
-            # Nothing matches: no list query at all. SQLite would otherwise walk the whole
-            # order index testing each conversation against the empty match set.
-            return qs.none()
-        qs = qs.filter(matching(query, qs.db))
-    elif query:
-        # Shorter than a trigram: no index can answer it, and it matches nearly every text;
-        # it looks at titles only (one row per conversation), not at every message.
-        qs = qs.filter(title__icontains=query)
+    if query:
+        qs = qs.filter(text_matches(query, qs.db))
     if provider:
         qs = qs.filter(pk__in=with_facet(PROVIDER, provider, qs.db))
     if model:
