@@ -69,6 +69,7 @@ def serve(
     limits, such as the login's, would otherwise count every client as the proxy)."""
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server  # installs the asyncio reactor: import it first
+    from django.db import connections
     from twisted.internet import defer, reactor
 
     from live import runner
@@ -82,6 +83,9 @@ def serve(
             lambda: defer.Deferred.fromFuture(loop.create_task(stop_live_tasks())),
         )
 
+    # What this thread opened while preparing: the reactor's loop never hands it back, so it
+    # would stay open, idle, for the life of the process.
+    connections.close_all()
     server = Server(
         application=asgi_application(static=static, mounts=mounts),
         endpoints=build_endpoint_description_strings(host=host, port=port),

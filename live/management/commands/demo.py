@@ -20,7 +20,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connections
 
 from conversations import store
 from live import bundled, calls, demo_hooks, recorded_provider, recovery, runner
@@ -88,7 +87,6 @@ class Command(BaseCommand):
                                                prompt=sample.prompt, speed=options["speed"])
                     await asyncio.sleep(2.0)
 
-        connections.close_all()  # the reactor's thread never hands this one back
         serve.serve(options["host"], options["port"], on_ready=stream, mounts=mounts)
 
     def _recorded(self, options: dict[str, Any]) -> dict[str, Any]:

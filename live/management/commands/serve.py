@@ -14,7 +14,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connections
 
 from live import recovery
 
@@ -41,8 +40,6 @@ class Command(BaseCommand):
         if reaped:
             self.stdout.write(f"finished {len(reaped)} turn(s) a stopped server left streaming "
                               "as interrupted")
-        # The reactor's thread never hands this one back: it would stay open, idle.
-        connections.close_all()
         static = not options["no_static"]
         where = ("served here, from the apps and STATICFILES_DIRS" if static
                  else f"left to the proxy (manage.py collectstatic fills {settings.STATIC_ROOT})")
