@@ -95,9 +95,16 @@ class RangeSerializer(serializers.Serializer):
     end = serializers.IntegerField(min_value=1)
 
 
+class PagesSerializer(serializers.Serializer):
+    first = serializers.IntegerField(min_value=1)
+    last = serializers.IntegerField(min_value=1)
+
+
 class AttributionSerializer(serializers.Serializer):
     source = SourceSerializer()
     excerpt = serializers.CharField(allow_blank=True)
+    pages = PagesSerializer(required=False, help_text="The source document's pages the passage "
+                            "is on, 1-based, inclusive; absent when not located by page.")
     range = RangeSerializer(required=False, help_text="Code-point range; absent = whole event.")
     incomplete = serializers.BooleanField()
     integrity = serializers.ChoiceField(

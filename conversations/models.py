@@ -321,6 +321,10 @@ class Attribution(AppendOnlyModel):
     # the whole event), "no_source" (the marker names no source); "" when there was nothing to
     # check. The provider's own offsets stay in the native payload.
     integrity = models.CharField(max_length=16, blank=True, default="")
+    # The pages of the source document the cited passage is on, 1-based and inclusive (a PDF
+    # cited by page); both null when the provider located it otherwise or not at all.
+    page_first = models.PositiveIntegerField(null=True, blank=True)
+    page_last = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["event", "ordinal"]
@@ -342,6 +346,13 @@ class Attribution(AppendOnlyModel):
                                range_start__lt=models.F("range_end"))
                 ),
                 name="attribution_range_valid",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(page_first__isnull=True, page_last__isnull=True)
+                    | models.Q(page_first__gte=1, page_last__gte=models.F("page_first"))
+                ),
+                name="attribution_pages_valid",
             ),
         ]
 

@@ -82,6 +82,8 @@ def _attributions(event: Event) -> Iterable[Attribution]:
 
 def attribution_dict(a: Attribution, projection: Projection = "portable") -> dict[str, Any]:
     out: dict[str, Any] = {"source": {"url": a.url, "title": a.title}, "excerpt": a.excerpt}
+    if a.page_first is not None:
+        out["pages"] = {"first": a.page_first, "last": a.page_last}
     if a.range_start is not None:
         out["range"] = {"start": a.range_start, "end": a.range_end}
     out["incomplete"] = a.incomplete
@@ -344,6 +346,15 @@ def _datetime(value: Any, where: str) -> datetime | None:
         raise InvalidDocument(f"{where}: {value!r} is not an ISO 8601 timestamp") from None
 
 
+def _pages(value: Any, where: str) -> tuple[int, int] | None:
+    """An attribution's ``pages`` as (first, last); the schema checked their types."""
+    if value is None:
+        return None
+    first, last = value["first"], value["last"]
+    _require(1 <= first <= last, where, "pages must run from a first page to a last one, from 1")
+    return first, last
+
+
 def _payload(value: Any, where: str) -> Payload | None:
     if value is None:
         return None
@@ -476,5 +487,6 @@ def _record(e: dict[str, Any], where: str) -> EventRecord:
             storable(a.get("excerpt", "")), span["start"] if span else None,
             span["end"] if span else None, bool(a.get("incomplete")),
             _payload(a.get("replay"), f"{a_where}.replay"), a.get("integrity", ""),
+            _pages(a.get("pages"), f"{a_where}.pages"),
         ))
     return EventRecord(kind, text, incomplete, body, attributions, payload)

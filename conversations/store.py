@@ -286,7 +286,8 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
             Attribution.objects.filter(event_id__in=[event[0] for event in batch])
             .order_by("event_id", "ordinal")
             .values_list("event_id", "ordinal", "url", "title", "excerpt", "range_start",
-                         "range_end", "incomplete", "replay_id", "integrity")
+                         "range_end", "incomplete", "replay_id", "integrity", "page_first",
+                         "page_last")
         ):
             cited.setdefault(row[0], []).append(row)
         rows = _Rows(tables, first.connection, conversation_id)
@@ -297,10 +298,11 @@ def _copy_events(cursor: Any, first: _Rows, source: Conversation, turn_ids: dict
                        body, None if payload_id is None else tables.uuid(payload_id),
                        rows.time(created))
             for (_, ordinal, url, title, excerpt, start, end, cut, replay_id,
-                 integrity) in cited.get(event_id, ()):
+                 integrity, page_first, page_last) in cited.get(event_id, ()):
                 rows.attribution(new_id, ordinal, url, title, excerpt, start, end, cut,
                                  None if replay_id is None else tables.uuid(replay_id),
-                                 integrity)
+                                 integrity,
+                                 None if page_first is None else (page_first, page_last))
         rows.write(cursor)
 
 
@@ -535,6 +537,7 @@ class _Rows:
                 self.attribution(
                     event_id, ordinal, a.url, a.title, a.excerpt, a.start, a.end, a.incomplete,
                     None if replay is None else self._payload(replay, next(ids)), a.integrity,
+                    a.pages,
                 )
 
     def event(
@@ -558,7 +561,7 @@ class _Rows:
     def attribution(
         self, event_id: Any, ordinal: int, url: str, title: str, excerpt: str,
         start: int | None, end: int | None, incomplete: bool, replay_id: Any,
-        integrity: str = "",
+        integrity: str = "", pages: tuple[int, int] | None = None,
     ) -> None:
         """One attribution row (every attribution written goes through here)."""
         if integrity and integrity not in INTEGRITY:
@@ -566,9 +569,10 @@ class _Rows:
         domain = self.domains.get(url)
         if domain is None:
             domain = self.domains[url] = url_domain(url)
+        first, last = pages if pages is not None else (None, None)
         self.attributions.append((
             event_id, ordinal, url, domain, title, excerpt, start, end, incomplete, replay_id,
-            integrity,
+            integrity, first, last,
         ))
         self.search.source(title, url, domain)
         self.search.citation()
@@ -625,7 +629,8 @@ COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Event: ("id", "conversation_id", "turn_id", "seq", "kind", "text", "incomplete", "body",
             "activity_id", "activity_name", "payload_id", "created_at"),
     Attribution: ("event_id", "ordinal", "url", "domain", "title", "excerpt", "range_start",
-                  "range_end", "incomplete", "replay_id", "integrity"),
+                  "range_end", "incomplete", "replay_id", "integrity", "page_first",
+                  "page_last"),
 }
 # Columns the INSERT computes in SQL (on some databases), not given as values.
 ALLOCATED: dict[type[Model], tuple[str, ...]] = {Conversation: ("search_key",)}

@@ -119,7 +119,9 @@ def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
                                    payload=payload if redacted else None)
             for a in event.attributions.all() if isinstance(body, MessageBody) else []:
                 yield parts.Citation(key, a.url, a.title, a.excerpt, a.range_start, a.range_end,
-                                     replay=_payload(a.replay), integrity=a.integrity)
+                                     replay=_payload(a.replay), integrity=a.integrity,
+                                     pages=None if a.page_first is None
+                                     else (a.page_first, a.page_last))
             if not redacted:
                 for piece in split_text(event.text):
                     yield parts.TextDelta(key, piece)

@@ -52,6 +52,8 @@ class AttributionRecord:
     # What ingest did with the provider's range (``streams.ranges``: exact, repaired, dropped),
     # NO_SOURCE for a citation that names no source, "" when there was nothing to check.
     integrity: str = ""
+    # The cited pages of the source document, (first, last), 1-based and inclusive, or None.
+    pages: tuple[int, int] | None = None
 
 
 # A citation whose marker points at no source the response contains (no URL, no title).
@@ -296,11 +298,23 @@ class EventBuilder:
             if "\x00" in url or "\x00" in title or "\x00" in excerpt:
                 url, title, excerpt = storable(url), storable(title), storable(excerpt)
             # Positional: AttributionRecord(url, title, excerpt, start, end, incomplete, replay,
-            # integrity)
+            # integrity, pages)
             append(AttributionRecord(
-                url, title, excerpt, span[0], span[1], incomplete, citation.replay, integrity
+                url, title, excerpt, span[0], span[1], incomplete, citation.replay, integrity,
+                valid_pages(citation.pages),
             ))
         return EventRecord("message", clean, incomplete, MESSAGE, attributions, payload)
+
+
+def valid_pages(pages: object) -> tuple[int, int] | None:
+    """``pages`` as (first, last) when it is a 1-based, inclusive page span, else None: a
+    locator that cannot be true is not kept (the provider's own numbers stay in the replay)."""
+    if not isinstance(pages, tuple) or len(pages) != 2:
+        return None
+    first, last = pages
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in pages):
+        return None
+    return (first, last) if 1 <= first <= last else None
 
 
 def storable(text: str) -> str:

@@ -85,6 +85,9 @@ class Citation:
     # provider's range then (``streams.ranges``), kept rather than judged again on the range it
     # repaired; adapters leave it empty.
     integrity: str = ""
+    # The pages of the source document the cited passage is on, (first, last), 1-based and
+    # inclusive (a PDF cited by page); None when the provider locates it otherwise or not at all.
+    pages: tuple[int, int] | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)

@@ -14,7 +14,7 @@ from .activities import NO_DETAILS, ActivityDetails, LabelPart
 from .entry_point import SEARCH_ENTRY_POINT_SANDBOX
 from .ledger import Ledger
 from .links import anchor_prefix, source_anchor, source_href
-from .sources import Source
+from .sources import Source, pages_label
 
 
 class SanitizedHTML(str):
@@ -38,6 +38,7 @@ class SourceItem:
     excerpts: tuple[str, ...]
     anchor: str | None  # id of the list entry (cited sources)
     redirect: bool = False  # the link is the provider's redirect (Gemini), not the page
+    pages: str = ""  # the document pages cited, as "p. 3–4" ("" when not cited by page)
 
 
 # Gemini links every web source through this redirect and names the site in the title.
@@ -68,6 +69,7 @@ def source_item(source: Source, turn_id: str) -> SourceItem:
         excerpt=source.excerpts[0] if source.excerpts else None,
         excerpts=tuple(source.excerpts),
         anchor=source_anchor(turn_id, source.number) if source.number else None,
+        pages=pages_label(source.pages),
     )
 
 

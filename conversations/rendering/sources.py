@@ -100,6 +100,8 @@ class Source:
     number: int | None = None
     excerpts: list[str] = field(default_factory=list)
     fragment: str = ""  # the original URL's fragment, kept for the link
+    # The document pages cited, (first, last) inclusive, in the order first cited.
+    pages: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -167,6 +169,20 @@ def attribution_range(attribution: dict[str, Any], length: int) -> tuple[int, in
     return start, end
 
 
+def attribution_pages(pages: object) -> tuple[int, int] | None:
+    """An attribution's ``pages`` as (first, last), or None when absent or not a page span."""
+    first, last = _field(pages, "first"), _field(pages, "last")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, last)):
+        return None
+    return (first, last) if 1 <= first <= last else None
+
+
+def pages_label(pages: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> str:
+    """The cited pages as a reader writes them: "p. 3", "p. 3–4", "p. 3–4, 9"; "" for none."""
+    spans = [str(first) if first == last else f"{first}–{last}" for first, last in pages]
+    return f"p. {', '.join(spans)}" if spans else ""
+
+
 def citation_order(event: dict[str, Any]) -> list[dict[str, Any]]:
     """An event's attributions in the order their markers appear: by end, then start."""
     attributions = event.get("attributions")
@@ -192,7 +208,8 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
     seen: dict[str, Source] = registry._by_key
     order: list[Source] = []
 
-    def note(source: object, *, excerpt: object = None, cite: bool) -> None:
+    def note(source: object, *, excerpt: object = None, pages: object = None,
+             cite: bool) -> None:
         url, title = _field(source, "url"), _field(source, "title")
         if not isinstance(source, dict):
             return
@@ -217,6 +234,9 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
                 text = clean_text(excerpt, limit=MAX_EXCERPT_CHARS)
                 if text and text not in entry.excerpts:
                     entry.excerpts.append(text)
+            span = attribution_pages(pages)
+            if span and span not in entry.pages:
+                entry.pages.append(span)
 
     for event in seq_order(turn.get("events") if isinstance(turn, dict) else None):
         kind = event.get("kind")
@@ -224,7 +244,8 @@ def number_sources(turn: dict[str, Any]) -> SourceRegistry:
             for attribution in citation_order(event):
                 if attribution.get("integrity") == "no_source":
                     continue  # ingest found it names no source: no number (the ledger counts it)
-                note(attribution.get("source"), excerpt=attribution.get("excerpt"), cite=True)
+                note(attribution.get("source"), excerpt=attribution.get("excerpt"),
+                     pages=attribution.get("pages"), cite=True)
         elif kind == "hosted_activity":
             for source in ActivityBody.from_body(event).sources or ():
                 note(source, cite=False)

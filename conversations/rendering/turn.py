@@ -55,7 +55,7 @@ from .sources import (
 from .text import clean_block_text, clean_text
 
 # Bump on ANY change to rendered output: cached HTML is keyed by (RENDERER_VERSION, event id).
-RENDERER_VERSION = 6
+RENDERER_VERSION = 7
 
 
 def _str(value: object) -> str:

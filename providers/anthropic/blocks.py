@@ -195,7 +195,19 @@ def citation(key: str, cite: Any, versions: Versions, line: int) -> Citation:
     return Citation(
         key, url, title, excerpt, None, None, "codepoint", None,
         versions.payload(CITATION, cite, tool),
+        pages=page_span(cite) if kind == "page_location" else None,
     )
+
+
+def page_span(cite: dict[str, Any]) -> tuple[int, int] | None:
+    """A ``page_location``'s pages as (first, last), inclusive: Anthropic numbers pages from 1
+    and its ``end_page_number`` is exclusive (pages 1-2 is page 1 alone)."""
+    start, end = cite.get("start_page_number"), cite.get("end_page_number")
+    if not isinstance(start, int) or isinstance(start, bool) or start < 1:
+        return None
+    if not isinstance(end, int) or isinstance(end, bool) or end <= start:
+        return (start, start)  # no usable end: the page the passage starts on
+    return (start, end - 1)
 
 
 def _text_block(key: str, block: dict[str, Any], v: Versions, line: int) -> Iterator[Part]:

@@ -231,3 +231,39 @@ def test_0014_keys_the_stored_conversations_and_their_search_index_and_goes_back
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0018_reads_the_pages_of_stored_page_location_citations():
+    before, after = [("conversations", "0017_served_facets")], [
+        ("conversations", "0018_attribution_pages")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        apps = executor.loader.project_state(before).apps
+        conversation = apps.get_model("conversations", "Conversation").objects.create()
+        turn = apps.get_model("conversations", "Turn").objects.create(
+            conversation=conversation, index=0, role="agent")
+        event = apps.get_model("conversations", "Event").objects.create(
+            conversation=conversation, turn=turn, seq=1, kind="message", text="Claim.")
+        Payload = apps.get_model("conversations", "ProviderPayload")
+        Attribution = apps.get_model("conversations", "Attribution")
+        cites = [
+            '{"type":"page_location","cited_text":"x","document_index":0,'
+            '"document_title":"R.pdf","start_page_number":3,"end_page_number":5}',
+            '{"type":"char_location","cited_text":"page_location","document_index":0,'
+            '"document_title":"N.txt","start_char_index":0,"end_char_index":4}',
+        ]
+        for ordinal, value in enumerate(cites):
+            replay = Payload.objects.create(provider="anthropic", format="anthropic.citation",
+                                            version="2023-06-01", value=value)
+            Attribution.objects.create(event=event, ordinal=ordinal, title="t", replay=replay)
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        Attribution = executor.loader.project_state(after).apps.get_model(
+            "conversations", "Attribution")
+        assert list(Attribution.objects.order_by("ordinal").values_list(
+            "page_first", "page_last")) == [(3, 4), (None, None)]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -910,3 +910,13 @@ def test_decode_rejects_what_it_cannot_read() -> None:
     for value, fmt in bad:
         with pytest.raises(ValueError):
             anthropic.decode(value, fmt)  # type: ignore[arg-type]
+
+
+def test_page_location_pages_are_inclusive_and_others_have_none() -> None:
+    # Anthropic: start_page_number is 1-based, end_page_number exclusive.
+    cites = [*DOCUMENT_CITATIONS,
+             {**DOCUMENT_CITATIONS[1], "start_page_number": 3, "end_page_number": 5},
+             {**DOCUMENT_CITATIONS[1], "start_page_number": 4, "end_page_number": 4},
+             {**DOCUMENT_CITATIONS[1], "start_page_number": 0, "end_page_number": 2}]
+    whole = of(body(message([{"type": "text", "text": "x", "citations": cites}])), Citation)
+    assert [c.pages for c in whole] == [None, (5, 5), None, (3, 4), (4, 4), None]

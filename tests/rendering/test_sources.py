@@ -134,3 +134,18 @@ def test_untrusted_shapes_do_not_crash() -> None:
                                {"kind": "hosted_activity", "activity": "x"}]}  # fmt: skip
     registry = number_sources(turn)
     assert registry.cited == [] and registry.turn_id == ""
+
+
+def test_pages_cited_of_a_source_are_gathered_and_labelled():
+    from conversations.rendering.sources import pages_label
+
+    def cite(pages):
+        return {"source": {"url": "", "title": "Report.pdf"}, "excerpt": "", "pages": pages}
+
+    turn = {"id": "t", "events": [{"kind": "message", "seq": 1, "text": "a", "attributions": [
+        cite({"first": 3, "last": 4}), cite({"first": 9, "last": 9}),
+        cite({"first": 3, "last": 4}), cite({"first": 5, "last": 2}), cite(None)]}]}
+    (source,) = number_sources(turn).cited
+    assert source.pages == [(3, 4), (9, 9)]
+    assert pages_label(source.pages) == "p. 3–4, 9"
+    assert pages_label([]) == ""

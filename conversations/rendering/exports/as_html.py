@@ -32,7 +32,9 @@ _CSS = """
 @media (prefers-color-scheme: dark) { :root { --muted: #aaa; --line: #444; --cite: #4a3f00; } }
 body { font: 16px/1.55 system-ui, sans-serif; margin: 0; }
 main { max-width: 46rem; margin: 0 auto; padding: 1.5rem 1rem 4rem; }
-header .meta, .status, .domain, .activity, .artifact-type { color: var(--muted); font-size: .9em; }
+header .meta, .status, .domain, .pages, .activity, .artifact-type {
+  color: var(--muted); font-size: .9em;
+}
 section.turn { border-top: 1px solid var(--line); padding-top: 1rem; margin-top: 1.5rem; }
 section.turn > h2 { font-size: 1.05rem; margin: 0 0 .5rem; }
 .model { font-weight: normal; color: var(--muted); }
@@ -81,6 +83,8 @@ def _html_source(source: SourceItem) -> str:
         parts.append(' <span class="domain">via a Google redirect link</span>')
     elif source.url and source.url != source.label:
         parts.append(f' <span class="domain">{_e(source.url)}</span>')
+    if source.pages:
+        parts.append(f' <span class="pages">{_e(source.pages)}</span>')
     if source.excerpt:
         parts.append(f"<blockquote>{_e(source.excerpt)}</blockquote>")
     return "".join(parts)

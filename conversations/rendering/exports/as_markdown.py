@@ -121,6 +121,8 @@ def _md_source(source: SourceItem) -> str:
         link += f" ({_md_text(source.url)})"
     if source.redirect:
         link += " (via a Google redirect link)"
+    if source.pages:
+        link += f", {_md_text(source.pages)}"
     if source.excerpt:
         link += f" — “{_md_text(source.excerpt)}”"
     return link
