@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ REPORT_PATH = "/csp-report/"
 REPORT_GROUP = "csp"
 MAX_REPORT_BYTES = 64 * 1024
 MAX_FIELD_CHARS = 300
-MAX_CLIENTS = 10_000  # per minute; beyond it, new clients count as over their limit
+MAX_CLIENTS = 10_000  # in the window; beyond it, new clients count as over their limit
 FIELDS = (  # what a report says, in both formats' spellings
     ("document-uri", "documentURL"), ("violated-directive", "effectiveDirective"),
     ("effective-directive", "effectiveDirective"), ("blocked-uri", "blockedURL"),
@@ -65,28 +66,36 @@ class ReportingEndpointsMiddleware(MiddlewareMixin):
 
 
 class _PerMinute:
-    """How many reports each client sent this minute (this process only: no shared state, so
-    it works the same whatever else is down)."""
+    """How many reports each client had logged in the last 60 seconds (this process only: no
+    shared state, so it works the same whatever else is down). A sliding window, not calendar
+    minutes: a burst across a minute's boundary would otherwise log twice the limit."""
 
     def __init__(self) -> None:
-        self.minute = -1
-        self.counts: dict[str, int] = {}
+        self.logged: dict[str, collections.deque[float]] = {}
         self.suppressed = 0
+        self.swept = float("-inf")
         self.lock = threading.Lock()
 
     def take(self, client: str, limit: int) -> tuple[bool, int]:
         """Whether this report may be logged, and how many were suppressed before it."""
         with self.lock:
-            minute = int(time.monotonic() // 60)
-            if minute != self.minute:
-                self.minute, self.counts = minute, {}
-            if client not in self.counts and len(self.counts) >= MAX_CLIENTS:
+            now = time.monotonic()
+            if now - self.swept > 1:  # at most once a second: a sweep walks every client
+                self.swept = now
+                for known in [c for c, t in self.logged.items() if not t or t[-1] <= now - 60]:
+                    del self.logged[known]  # quiet for a minute: nothing of it in the window
+            times = self.logged.get(client)
+            if times is None:
+                if len(self.logged) >= MAX_CLIENTS:
+                    self.suppressed += 1
+                    return False, 0
+                times = self.logged[client] = collections.deque()
+            while times and times[0] <= now - 60:
+                times.popleft()
+            if len(times) >= limit:
                 self.suppressed += 1
                 return False, 0
-            self.counts[client] = count = self.counts.get(client, 0) + 1
-            if count > limit:
-                self.suppressed += 1
-                return False, 0
+            times.append(now)
             suppressed, self.suppressed = self.suppressed, 0
             return True, suppressed
 

@@ -128,3 +128,27 @@ def test_every_middleware_runs_async_views_natively():
 
     for path in settings.MIDDLEWARE:
         assert getattr(import_string(path), "async_capable", False), path
+
+
+def test_the_report_limit_holds_over_any_sixty_seconds(client, caplog, settings, monkeypatch):
+    """The limit counts the last sixty seconds, not calendar minutes: a burst across a minute's
+    boundary logs the limit, not twice it."""
+    settings.TURNSCOPE_CSP_REPORTS_PER_MINUTE = 3
+    monkeypatch.setattr(security, "_limiter", security._PerMinute())
+    now = [119.0]  # a second before a minute's boundary
+    monkeypatch.setattr(security.time, "monotonic", lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="turnscope.csp")
+
+    def logged() -> int:
+        return len([r for r in caplog.records if r.name == "turnscope.csp"])
+
+    for _ in range(2):
+        client.post("/csp-report/", report_uri_body(), content_type="application/csp-report")
+    now[0] = 121.0
+    for _ in range(5):
+        client.post("/csp-report/", report_uri_body(), content_type="application/csp-report")
+    assert logged() == 3
+    now[0] = 179.5  # the first two are out of the window, the third is not
+    for _ in range(5):
+        client.post("/csp-report/", report_uri_body(), content_type="application/csp-report")
+    assert logged() == 5
