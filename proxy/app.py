@@ -12,13 +12,16 @@ For each request:
    one of that user's conversations (else 404, nothing forwarded). A body over
    ``TURNSCOPE_PROXY_MAX_BODY_BYTES``: 413, nothing forwarded.
 2. The request goes to the provider (``upstream.client``) with every header the app sent but the
-   hop-by-hop ones, ``Host`` and Turnscope's own (``X-Turnscope-*``). The provider credentials
+   hop-by-hop ones, ``Host`` and Turnscope's own (``X-Turnscope-*``, and the browser's ``Cookie``
+   and CSRF header: a logged-in browser opening a proxy URL sends them). The provider credentials
    (``x-api-key``, ``Authorization``, ``x-goog-api-key``, ``?key=``) pass through and are kept
    nowhere: not in a recording, not in a log line. ``Accept-Encoding`` is narrowed to what the
    recorder can decode (gzip, deflate, identity).
-3. The app gets the provider's status, headers (less hop-by-hop) and body bytes exactly, each
+3. The app gets the provider's status, headers (less hop-by-hop ones and ``Set-Cookie``: the
+   proxy answers on Turnscope's origin) and body bytes exactly, each
    chunk as it arrives: the raw bytes, never decoded or re-encoded, so a gzip-encoded response
-   reaches the app gzip-encoded, byte for byte (the recorder decodes its own copy).
+   reaches the app gzip-encoded, byte for byte (the recorder decodes its own copy). Every
+   response carries ``ISOLATION``: a browser never runs, sniffs or frames what a provider sent.
 4. A recorded endpoint's copy goes to a ``Recorder`` (its own task; see ``proxy.recorder``),
    which yields to every request still waiting for its first byte (``proxy.priority``).
    Upstream unreachable: 502, timing out before the response: 504, both in the provider's shape
@@ -52,6 +55,24 @@ HOP_BY_HOP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"proxy-connection",
 })
+# Turnscope's own: the browser's cookies (its session and CSRF token on this origin), Django's
+# CSRF header and the API's token scheme. None of them is a provider's; they never leave.
+APP_HEADERS = frozenset({b"cookie", b"cookie2", b"x-csrftoken"})
+API_TOKEN_SCHEME = b"token "  # ``Authorization: Token <key>`` is Turnscope's API, no provider's
+# What an upstream response may not do to Turnscope's origin (the proxy answers on it): set or
+# clear its cookies and storage, or weaken the headers below.
+DROPPED_RESPONSE = frozenset({
+    b"set-cookie", b"set-cookie2", b"clear-site-data", b"x-content-type-options",
+    b"referrer-policy",
+})
+# Every proxy response is inert in a browser (it is the provider's bytes, on Turnscope's origin):
+# no script, no plugin, no subresource, an opaque origin (sandbox), never sniffed as HTML, never
+# framed, no referrer. SDK clients read none of these.
+ISOLATION = (
+    (b"content-security-policy", b"sandbox; default-src 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
 TOKEN_HEADER = b"x-turnscope-token"
 CONVERSATION_HEADER = b"x-turnscope-conversation"
 DECODABLE = ("gzip", "deflate", "identity")
@@ -132,14 +153,16 @@ def _accept_encoding(value: bytes) -> bytes:
 
 def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """What goes to the provider: the app's headers less hop-by-hop ones (and those the
-    Connection header names), Host, Content-Length (set from the body) and Turnscope's own."""
+    Connection header names), Host, Content-Length (set from the body) and Turnscope's own
+    (``X-Turnscope-*``, and the browser's cookies and CSRF token for this origin)."""
     named = {n.strip().lower().encode() for k, v in headers if k.lower() == b"connection"
              for n in v.decode("latin-1").split(",")}
     out = []
     for key, value in headers:
         name = key.lower()
         if (name in HOP_BY_HOP or name in named or name in (b"host", b"content-length")
-                or name.startswith(b"x-turnscope-")):
+                or name in APP_HEADERS or name.startswith(b"x-turnscope-")
+                or (name == b"authorization" and value[:6].lower() == API_TOKEN_SCHEME)):
             continue
         if name == b"accept-encoding":
             value = _accept_encoding(value)
@@ -148,14 +171,18 @@ def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
 
 
 def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """What the app gets of the provider's headers: all but hop-by-hop ones and those that
+    would act on Turnscope's origin (cookies, Clear-Site-Data), with ``ISOLATION`` added."""
     named = {n.strip().lower().encode() for k, v in raw if k.lower() == b"connection"
              for n in v.decode("latin-1").split(",")}
-    return [(k, v) for k, v in raw if k.lower() not in HOP_BY_HOP and k.lower() not in named]
+    return [(k, v) for k, v in raw if k.lower() not in HOP_BY_HOP and k.lower() not in named
+            and k.lower() not in DROPPED_RESPONSE] + list(ISOLATION)
 
 
 async def _respond(send: Any, status: int, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *ISOLATION]})
     await send({"type": "http.response.body", "body": body})
 
 

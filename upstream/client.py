@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Sequence
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 from django.conf import settings
@@ -74,6 +75,13 @@ def timeouts() -> httpx.Timeout:
     return httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
 
 
+def _no_cookies() -> CookieJar:
+    """A jar that keeps nothing: one client serves every user's proxied calls and the server's
+    own keys, so a cookie a provider set on one response (``__cf_bm``, ``_cfuvid``) would go out
+    on everyone's next request. A request carries only the cookies its sender put in it."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))  # (httpx uses a jar as is)
+
+
 def client() -> httpx.AsyncClient:
     """The running loop's client (made on first use)."""
     loop = asyncio.get_running_loop()
@@ -85,6 +93,7 @@ def client() -> httpx.AsyncClient:
                                 keepalive_expiry=60),
             follow_redirects=False,  # a redirect is the app's to follow, as without the proxy
             trust_env=False,  # never a proxy from the environment between Turnscope and a provider
+            cookies=_no_cookies(),
         )
     return found
 
