@@ -43,7 +43,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from live import runner as live_runner
-from proxy import endpoints, priority, threads
+from proxy import endpoints, paths, priority, threads
 from proxy.recorder import Recorder
 from upstream import client as upstream
 from upstream import errors
@@ -213,6 +213,12 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
                        b'/proxy/openai and /proxy/google only."}}')
         return
     provider, path, path_token = found
+    problem = paths.refusal(path)
+    if problem is not None:
+        await _error(send, provider, 400, "invalid_path", problem + " Nothing was sent to the "
+                     "provider.")
+        return
+    path = paths.normalized(path)
     with priority.waiting() as first:  # forwarding comes before any recording
         await _proxy(scope, receive, send, provider, path, path_token, first)
 
@@ -252,7 +258,7 @@ async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, 
             return
     method = scope["method"]
     query = scope.get("query_string", b"")
-    target = upstream.url(provider, path, query)
+    target = upstream.url(provider, paths.encoded(path), query)
     endpoint = endpoints.recorded(provider, method, path)
     recorder = None
     if endpoint is not None:
