@@ -41,6 +41,7 @@ from conversations.models import (
     Event,
     FacetCount,
     ProviderPayload,
+    Share,
     Turn,
 )
 from conversations.search import (
@@ -799,3 +800,28 @@ class ProviderPayloadAdmin(ReadOnlyAdmin):
         response["Content-Disposition"] = f'attachment; filename="payload-{payload.pk}.json"'
         response["X-Content-Type-Options"] = "nosniff"
         return response
+
+
+# -- shares ------------------------------------------------------------------------------------
+
+
+@admin.register(Share)
+class ShareAdmin(ReadOnlyAdmin):
+    """Every share, to see what is shared; read-only as the rest. The token is neither stored
+    nor shown (``conversations.sharing``): staff see that a conversation is shared, not the
+    link."""
+
+    list_display = ("conversation", "owner", "created_at", "snapshot_at", "expires_at",
+                    "live", "include_reasoning", "views")
+    list_select_related = ("conversation", "owner")
+    list_filter = ("include_reasoning",)
+    key_search_fields = ("id", "conversation__id")
+    search_help_text = "A share's or a conversation's id."
+    fields = ("id", "conversation", "owner", "created_at", "snapshot_at", "expires_at",
+              "turn_count", "last_seq", "include_reasoning", "views")
+    readonly_fields = fields
+    paginator = Paginator  # a few rows per user: counted exactly
+
+    @admin.display(description="live", boolean=True)
+    def live(self, obj: Share) -> bool:
+        return not obj.expired

@@ -503,3 +503,41 @@ class FacetCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}={self.value}: {self.conversations}"
+
+
+class Share(models.Model):
+    """A read-only link to a snapshot of a conversation (``conversations.sharing``).
+
+    The snapshot is a horizon, not a copy: the turns before ``turn_count`` with their events up
+    to ``last_seq``, so deleting the conversation takes its shares with it (nothing of it is
+    kept) and the page reads the same caches as the owner's. The token itself is not stored:
+    ``token_hash`` (its SHA-256) finds the share, ``sealed_token`` (the token XOR a pad derived
+    from SECRET_KEY and the share's id) lets the owner's list show the link again, so a read of
+    the database alone (a dump, a replica) opens no share.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE,
+                                     related_name="shares")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="shares")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    sealed_token = models.CharField(max_length=64, editable=False)
+    turn_count = models.PositiveIntegerField()
+    last_seq = models.PositiveBigIntegerField()
+    include_reasoning = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    snapshot_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    views = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "created_at"], name="share_owner_created")]
+
+    def __str__(self) -> str:
+        return f"share of {self.conversation_id}"
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -198,8 +199,23 @@ EXPORT_BATCH = 250
 CHUNK_BYTES = 256 * 1024
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The part of a conversation a share shows: the turns before ``turn_count``, their events
+    up to seq ``last_seq``, reasoning or not; exported without the conversation it was forked
+    from (a share links to no other conversation of its owner's)."""
+
+    turn_count: int
+    last_seq: int
+    reasoning: bool = True
+
+    def keeps(self, event: Event) -> bool:
+        return self.reasoning or event.kind != "reasoning"
+
+
 def export_stream(
-    conversation: Conversation, fmt: ExportFormat = "json", projection: Projection = "portable"
+    conversation: Conversation, fmt: ExportFormat = "json", projection: Projection = "portable",
+    *, snapshot: Snapshot | None = None,
 ) -> Iterator[bytes]:
     """The one export entry point: the file as a stream of byte chunks, the JSON contract in
     ``projection``, or Markdown / HTML rendered from the portable projection (``projection``
@@ -213,12 +229,19 @@ def export_stream(
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}")
     head = _document_head(conversation, projection)  # checks the projection first
-    last_seq, count = (
-        Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", flat=True).get()
-        - 1,
-        conversation.turns.count(),
-    )
-    chunks = _turn_chunks(conversation, fmt, projection, last_seq, count)
+    if snapshot is not None:
+        if projection != "portable":
+            raise ValueError("a snapshot is exported in the portable projection only")
+        head["conversation"]["forked_from"] = None
+        last_seq, count = snapshot.last_seq, snapshot.turn_count
+    else:
+        last_seq, count = (
+            Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", flat=True)
+            .get() - 1,
+            conversation.turns.count(),
+        )
+        snapshot = Snapshot(count, last_seq)
+    chunks = _turn_chunks(conversation, fmt, projection, snapshot)
     if fmt == "json":
         pieces = _json_pieces(orjson.dumps(head | {"turns": []}, option=orjson.OPT_INDENT_2),
                               chunks)
@@ -259,12 +282,16 @@ def _export_key(status: str, end_reason: str, last_seq: int | None, responses: i
 
 
 def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Projection,
-                 last_seq: int, count: int) -> Iterator[str]:
+                 snapshot: Snapshot) -> Iterator[str]:
     """Each turn's chunk of the export, in index order: a finished turn's from the cache
     when its key matches, else made (and cached, once the turn is finished). The cached path
     reads plain rows, no model instances: a finished conversation streams at the database's
-    pace."""
+    pace. A turn with events past the snapshot's last seq (continued since) is made, never
+    cached; a snapshot without reasoning has chunks of its own."""
+    last_seq, count = snapshot.last_seq, snapshot.turn_count
     cache_format = f"json-{projection}" if fmt == "json" else fmt
+    if not snapshot.reasoning:
+        cache_format += "-noreasoning"
     read_as: Projection = projection if fmt == "json" else "portable"
     for start in range(0, count, EXPORT_BATCH):
         # A window of turn indexes, not "the next EXPORT_BATCH from start": with only a lower
@@ -281,7 +308,7 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
             continue
         finished = {pk: _export_key(status, reason, newest, size)
                     for pk, _, status, reason, newest, size in rows
-                    if status != Turn.Status.STREAMING}
+                    if status != Turn.Status.STREAMING and (newest or 0) <= last_seq}
         texts = {}
         for pk, key, text in (TurnExport.objects.filter(turn_id__in=list(finished),
                                                         format=cache_format)
@@ -293,7 +320,8 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
         made: dict[Any, str] = {}
         for turn, events in turns_with_events(conversation, read_as, todo, upto=last_seq):
             # The derived ledger is part of the JSON document only.
-            data = turn_dict(turn, events, read_as, ledger=fmt == "json")
+            data = turn_dict(turn, [e for e in events if snapshot.keeps(e)], read_as,
+                             ledger=fmt == "json")
             if fmt == "json":
                 dumped = orjson.dumps(data, option=orjson.OPT_INDENT_2)
                 made[turn.pk] = ("    " + dumped.decode().replace("\n", "\n    "))

@@ -29,7 +29,7 @@ from conversations.models import (
     Turn,
     TurnFragment,
 )
-from conversations.projections import turn_dict, turns_with_events
+from conversations.projections import Snapshot, turn_dict, turns_with_events
 from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
@@ -241,6 +241,39 @@ def _render(conversation: Conversation, turns: list[Turn]
         view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view})  # a SafeString
         views.append(view)
     return views, html
+
+
+def snapshot_window(conversation: Conversation, snapshot: Snapshot, share: Any, *, size: int,
+                    start: int | None = None, turn_id: Any = None,
+                    end: int | None = None) -> TurnWindow:
+    """The window of a shared snapshot's turns (``turn_window``'s rules, within the snapshot):
+    rendered from the portable projection up to its horizon, reasoning left out if the owner
+    chose so. The fragments are made for the shared page (``share`` in the template: no turn
+    actions, the share's own URLs) and never cached as the owner's; message HTML is read from
+    the cache, and written to it only when the events are the owner's page's own."""
+    total = snapshot.turn_count
+    around = None
+    if turn_id is not None:
+        around = conversation.turns.filter(pk=turn_id, index__lt=total) \
+            .values_list("index", flat=True).first()
+    first, last = window_bounds(total, size, start, around)
+    if end is not None:
+        last = max(first, min(last, end))
+    turns = list(conversation.turns.filter(index__gte=first, index__lt=last).order_by("index"))
+    datas = [turn_dict(t, [e for e in events if snapshot.keeps(e)], ledger=False)
+             for t, events in turns_with_events(conversation, turns=turns,
+                                                upto=snapshot.last_seq)]
+    known = cached_html(datas)
+    views, html = [], []
+    for turn, data in zip(turns, datas, strict=True):
+        rendered = render_turn(data, cached_html=known)
+        if snapshot.reasoning:
+            html += _fresh_html(rendered, known)
+        view = TurnView(turn, data, rendered)
+        view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view, "share": share})
+        views.append(view)
+    _store(html, [])
+    return TurnWindow(views, first, last, total, size)
 
 
 def _tail(turn: Turn) -> dict[str, Any] | None:

@@ -552,8 +552,12 @@ def _redact_event(event: Any) -> Any:
 
 # -- log lines ----------------------------------------------------------------------------------
 
-# The recording proxy's path-form token (``/proxy/t/<token>/…``): an API token in a URL.
-_PATH_TOKEN = re.compile(r"(/proxy/t/)[^/\s?#\"']+")
+# Tokens in a URL's path: the recording proxy's path-form API token (``/proxy/t/<token>/…``)
+# and a shared link's (``/s/<token>/…``, ``/api/v1/shares/<token>``). ``/s/`` is matched
+# anywhere: a stray ``/s/`` in some other URL loses its next segment to the mask, which costs
+# a log reader less than a share's token would cost its owner.
+_PATH_TOKEN = re.compile(r"(/proxy/t/|/s/|/api/v1/shares/)[^/\s?#\"']+")
+_PATH_TOKEN_HINTS = ("/proxy/t/", "/s/", "/api/v1/shares/")
 # A URL's query string in a log line (a request line, an access log entry).
 _QUERY = re.compile(r"\?[^\s\"'#<>]+")
 
@@ -573,9 +577,9 @@ def _redact_query(match: re.Match[str]) -> str:
 
 def redact_log_line(text: str) -> str:
     """A log line with every credential redacted: the rules above, the query parameters of any
-    URL in it as decoded, and the proxy's path token masked. Every log line and daphne's
-    access log go through this one function."""
-    if "/proxy/t/" in text:
+    URL in it as decoded, and the tokens in paths (the proxy's, a share's) masked. Every log
+    line and daphne's access log go through this one function."""
+    if any(hint in text for hint in _PATH_TOKEN_HINTS):
         text = _PATH_TOKEN.sub(lambda m: m.group(1) + MARK, text)
     if "?" in text:
         text = _QUERY.sub(_redact_query, text)

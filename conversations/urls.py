@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from conversations import views
+from conversations import share_views, views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation-list"),
@@ -23,4 +23,14 @@ urlpatterns = [
          views.search_entry_point, name="search-entry-point"),
     path("c/<uuid:conversation_id>/turns/<int:index>/compare/", views.turn_compare,
          name="turn-compare"),
+    path("c/<uuid:conversation_id>/shares/", share_views.share_create, name="share-create"),
+    path("shares/", share_views.share_list, name="share-list"),
+    path("shares/<uuid:share_id>/update/", share_views.share_update, name="share-update"),
+    path("shares/<uuid:share_id>/revoke/", share_views.share_revoke, name="share-revoke"),
+    # Anyone with the link: the token is the only key (conversations.sharing).
+    path("s/<str:token>/", share_views.share_page, name="share-page"),
+    path("s/<str:token>/turns/", share_views.share_window, name="share-window"),
+    path("s/<str:token>/export/", share_views.share_export, name="share-export"),
+    path("s/<str:token>/events/<uuid:event_id>/search-entry-point/",
+         share_views.share_entry_point, name="share-entry-point"),
 ]

@@ -96,6 +96,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "live.context_processors.live_calls",
+                "conversations.context_processors.sharing",
             ],
         },
     },
@@ -275,6 +276,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
 TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
 
 # A conversation page shows this many turns (the newest; "Earlier turns" loads more).
+# Read-only links to conversations (``/s/<token>/``); 0 turns them off for the instance.
+TURNSCOPE_SHARING = _env_flag("TURNSCOPE_SHARING", True)
 TURNSCOPE_PAGE_TURNS = max(1, int(os.environ.get("TURNSCOPE_PAGE_TURNS", 50)))
 
 # The providers' APIs the recording proxy forwards to (and live calls send to).
