@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0017_served_facets'),
+        ('conversations', '0018_attribution_pages'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
