@@ -13,13 +13,14 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from live import transport  # noqa: E402
+from live import bodies, transport  # noqa: E402
 from live.middleware import WebsocketSession  # noqa: E402
 from live.origins import ExactOriginValidator  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
 from proxy.app import redact_access_log, routed  # noqa: E402
 
 transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
+bodies.limit_request_bodies()  # a body over its endpoint's cap is refused before it is read
 redact_access_log()  # the proxy's path tokens and ?key= never reach daphne's access log
 
 application = ProtocolTypeRouter(

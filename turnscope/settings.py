@@ -270,6 +270,10 @@ SPECTACULAR_SETTINGS = {
 # Size limits for untrusted input.
 TURNSCOPE_MAX_UPLOAD_BYTES = int(os.environ.get("TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES
+# Imports (upload page, the API's import and ingest): per file and per upload.
+TURNSCOPE_IMPORT_MAX_FILE_BYTES = int(
+    os.environ.get("TURNSCOPE_IMPORT_MAX_FILE_BYTES", 256 * 1024 * 1024))
+TURNSCOPE_IMPORT_MAX_BYTES = int(os.environ.get("TURNSCOPE_IMPORT_MAX_BYTES", 512 * 1024 * 1024))
 
 # Live calls to a provider without a key go to the built-in recorded provider here (the bundled
 # samples in the providers' wire formats; ``manage.py demo`` serves it at /recorded). "": none.
