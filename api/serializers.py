@@ -380,3 +380,31 @@ class TurnForkRequestSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=300,
         help_text="Title of the fork (default: the source's title).",
     )
+
+
+# -- shares ------------------------------------------------------------------------------------
+
+
+class ShareRequestSerializer(serializers.Serializer):
+    expires = serializers.ChoiceField(
+        choices=["never", "1d", "7d", "30d"], default="never",
+        help_text="When the link stops working: never, or 1, 7 or 30 days from now.")
+    include_reasoning = serializers.BooleanField(
+        default=True, help_text="Show the model's reasoning (false: left out of the page and "
+        "the exports).")
+
+
+class ShareSerializer(serializers.Serializer):
+    token = serializers.CharField(
+        allow_null=True, help_text="The link's secret; null if this server can no longer show "
+        "it (its SECRET_KEY changed): the link still works for those who have it.")
+    url = serializers.CharField(allow_null=True, help_text="The read-only page, for anyone.")
+    conversation = serializers.UUIDField(source="conversation_id")
+    title = serializers.CharField(source="conversation.title", allow_blank=True)
+    created_at = serializers.DateTimeField()
+    snapshot_at = serializers.DateTimeField(help_text="When the snapshot it shows was taken.")
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expired = serializers.BooleanField()
+    include_reasoning = serializers.BooleanField()
+    turns = serializers.IntegerField(source="turn_count", help_text="Turns in the snapshot.")
+    views = serializers.IntegerField(help_text="Times the page was opened.")

@@ -26,6 +26,10 @@ urlpatterns = [
     path("conversations/<uuid:id>/fork", views.ForkView.as_view(), name="api-conversation-fork"),
     path("conversations/<uuid:id>/turns/<int:index>/fork", views.TurnForkView.as_view(),
          name="api-turn-fork"),
+    path("conversations/<uuid:id>/shares", views.ConversationSharesView.as_view(),
+         name="api-conversation-shares"),
+    path("shares", views.ShareListView.as_view(), name="api-share-list"),
+    path("shares/<str:token>", views.ShareDetailView.as_view(), name="api-share-detail"),
     # The OpenAPI schema and its docs UI (Swagger UI from drf-spectacular-sidecar, no CDN; the
     # split view serves its init script as a separate file, so the strict CSP holds).
     path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),

@@ -150,6 +150,14 @@ def find(token: str) -> Share | None:
     return share
 
 
+def owned_with_token(user: Any, token: str) -> Share | None:
+    """``user``'s share behind ``token`` (expired or not: its owner may still revoke it)."""
+    if not token or len(token) > 200:
+        return None
+    return Share.objects.select_related("conversation").filter(
+        token_hash=_hash(token), owner_id=getattr(user, "pk", None)).first()
+
+
 def record_view(share: Share) -> None:
     with transaction.atomic():
         Share.objects.filter(pk=share.pk).update(views=F("views") + 1)

@@ -125,6 +125,7 @@ def test_schema_generates_without_warnings_and_covers_every_endpoint(capsys):
         "/api/v1/conversations/{id}/turns/{index}/fork",
         "/api/v1/conversations/{id}/turns/{index}/rerun",
         "/api/v1/conversations/{id}/turns/{index}/stop",
+        "/api/v1/conversations/{id}/shares", "/api/v1/shares", "/api/v1/shares/{token}",
     }
     for path, item in schema["paths"].items():
         for method, operation in item.items():
@@ -169,7 +170,7 @@ def test_schemathesis_fuzz(api):
 
         run()
         ran.append(operation.label)
-    assert len(ran) == 17
+    assert len(ran) == 20
 
 
 def import_document_with(text: str) -> dict[str, Any]:
@@ -219,6 +220,8 @@ def test_schemathesis_security_corpus(api):
         path_parameters = {"id": str(conversation.pk)} if "{id}" in operation.path else {}
         if "{index}" in operation.path:
             path_parameters["index"] = 1
+        if "{token}" in operation.path:
+            path_parameters["token"] = "no-such-share-token"
         body: Any = schemathesis.core.NOT_SET
         media_type = None
         if operation.method.upper() == "POST" and "ingest" in operation.path:

@@ -82,7 +82,7 @@ def test_the_link_is_shown_again_after_the_key_changes_only_with_a_fallback(
 
 
 def test_anonymous_page_shows_the_rendering_and_nothing_of_the_owners(conversation, alice):
-    _, token, url = _share(conversation, alice)
+    _, _token, url = _share(conversation, alice)
     response = Client().get(url)
     assert response.status_code == 200
     html = response.content.decode()
@@ -181,7 +181,7 @@ def test_revoke_is_effective_at_once(conversation, alice, owner):
 
 
 def test_expiry_is_effective_at_once(conversation, alice):
-    share, token, url = _share(conversation, alice, expires="1d")
+    share, _token, url = _share(conversation, alice, expires="1d")
     assert share.expires_at - timezone.now() > timedelta(hours=23)
     assert Client().get(url).status_code == 200
     Share.objects.filter(pk=share.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -228,7 +228,7 @@ def test_the_owner_shares_from_the_page_and_lists_and_revokes(conversation, alic
 
 def test_sharing_off_hides_the_button_and_closes_the_links(conversation, alice, owner,
                                                            settings):
-    _, token, url = _share(conversation, alice)
+    _, _token, url = _share(conversation, alice)
     settings.TURNSCOPE_SHARING = False
     assert Client().get(url).status_code == 404
     page = owner.get(f"/c/{conversation.pk}/").content.decode()
@@ -257,15 +257,16 @@ def test_every_other_url_of_the_owner_stays_closed_to_the_anonymous_client(
     event = Event.objects.filter(conversation=conversation).first()
     values = {"conversation_id": conversation.pk, "id": conversation.pk, "index": 1,
               "event_id": event.pk, "share_id": share.pk, "object_id": conversation.pk,
-              "turn_index": 1}
+              "turn_index": 1, "token": token}
     anonymous = Client()
     assert anonymous.get(url).status_code == 200  # the share opens; nothing else does
     checked = 0
-    for pattern, entry in _paths(get_resolver()):
+    for pattern, _entry in _paths(get_resolver()):
         route = pattern.replace("^", "").replace("$", "")
         if route.startswith(("s/", "static", "favicon", "csp-report", "accounts/",
                              "api/v1/schema", "api/v1/docs", "recorded", "admin/login",
-                             "admin/logout", "admin/password_reset", "admin/jsi18n")) or "(?P" in route:
+                             "admin/logout", "admin/password_reset", "admin/jsi18n")) \
+                or "(?P" in route:
             continue
         path = "/" + route
         for name, value in values.items():
