@@ -40,6 +40,9 @@
     var status = form.querySelector("[data-composer-status]");
     var sending = false;
     var usable = send && !send.disabled;
+    // The turn a Send started, until it shows how it went: the provider answers after the
+    // 202, so a refused request fails the turn then (its prompt is given back to edit).
+    var pending = null;
 
     function say(text, bad) {
       status.textContent = text || "";
@@ -50,7 +53,23 @@
       return !!document.querySelector('section.turn[data-status="streaming"]');
     }
 
+    function settle() {
+      if (!pending) return;
+      var section = document.querySelector('section.turn[data-turn-id="' + pending.id + '"]');
+      var status = section && section.dataset.status;
+      if (!status || status === "streaming" && !section.querySelector(".message")) return;
+      if (status === "failed") {
+        var error = section.querySelector("li.error");
+        say("Not sent: the provider refused it" + (error ? " (" + error.textContent.replace(/\s+/g, " ").trim() + ")." : "."), true);
+        if (!prompt.value) prompt.value = pending.prompt;
+      } else {
+        say(pending.recorded ? "Sent: the recorded provider answers (no key is set)." : "Sent: the answer streams in above.");
+      }
+      pending = null;
+    }
+
     function refresh() {
+      settle();
       var busy = streaming();
       if (send) send.disabled = !usable || sending || busy;
       if (stop) stop.disabled = !busy;
@@ -86,8 +105,9 @@
       post(form.action, new FormData(form)).then(function (r) {
         sending = false;
         if (r.ok) {
+          pending = { id: r.data.turn && r.data.turn.id, prompt: prompt.value, recorded: !!r.data.recorded };
           prompt.value = "";
-          say(r.data.recorded ? "Sent: the recorded provider answers (no key is set)." : "Sent: the answer streams in above.");
+          say("Sending: waiting for the provider…");
         } else {
           say(r.data.detail || ("Not sent (" + r.status + ")."), true);
         }

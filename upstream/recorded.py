@@ -22,7 +22,8 @@ Gemini sends then.
 ``respond`` replaces the FIFO (e.g. ``by_provider`` to serve a catalog forever).
 ``verify_replay=True`` makes it check what it is sent as the provider does: a request that sends
 back a response it served (the paused message after ``pause_turn``, an earlier answer) changed,
-cut or reordered is answered 400 in the provider's error shape (``upstream.served``).
+cut or reordered is answered 400 in the provider's error shape (``upstream.served``); one the
+client hung up on may come back only as its provider accepts a cut answer.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Reply:
     pace: float | None = None  # seconds between chunks (None: the app's pace)
     first_byte: float = 0.0  # seconds before the response starts
     cut_after: int | None = None  # drop the connection after this many chunks
+    # Send nothing after this many chunks until the client hangs up (a provider that stalls
+    # mid-answer: a test stops it there, whatever the machine's speed).
+    hold_after: int | None = None
 
     @property
     def body(self) -> bytes:
@@ -190,7 +194,8 @@ class RecordedUpstream:
     requests: list[Request] = field(default_factory=list)
     sent: list[bytes] = field(default_factory=list)
     verify_replay: bool = False
-    # The content of each response served whole (what a client may send back), in order.
+    # The content of each response served (what a client may send back), in order; those the
+    # client did not get whole are marked ``cut``.
     served: list[Served] = field(default_factory=list)
     keep: int | None = None
 
@@ -251,15 +256,18 @@ class RecordedUpstream:
         self.requests.append(request)
         chosen = self._refused(request) or (self.check(request) if self.check else None) or (
             self._next(request))
-        self._keep(request, chosen)
+        kept = self._keep(request, chosen)
         if (provider_of(path) == "google" and ":streamGenerateContent" in path
                 and "sse" not in request.params.get("alt", [])):
             chosen = chosen.json_array() if chosen.content_type == SSE else chosen
         watcher = asyncio.ensure_future(_disconnect(receive, request))
+        whole = False
         try:
-            await self._send(chosen, send, request)
+            whole = await self._send(chosen, send, request)
         finally:
             watcher.cancel()
+            if kept is not None and not whole:
+                self._cut(kept)
 
     def _refused(self, request: Request) -> Reply | None:
         """A 400 for a request that sends back what was served changed (``verify_replay``)."""
@@ -275,16 +283,27 @@ class RecordedUpstream:
             return None
         return error_reply(provider, 400, "invalid_request_error", reason)
 
-    def _keep(self, request: Request, chosen: Reply) -> None:
+    def _keep(self, request: Request, chosen: Reply) -> Served | None:
+        """What the reply serves, kept before it is sent (a client that has it whole can send
+        it straight back); marked cut (``_cut``) when the client does not get it whole."""
         provider = provider_of(request.path)
-        if (not self.verify_replay or provider is None or chosen.status != 200
-                or chosen.cut_after is not None):  # a cut answer is never kept: not parsed
-            return
+        if not self.verify_replay or provider is None or chosen.status != 200:
+            return None
         content = served_content(provider, chosen.body)
         if content is not None:
             self.served.append(content)
+        return content
 
-    async def _send(self, chosen: Reply, send: Any, request: Request) -> None:
+    def _cut(self, content: Served) -> None:
+        """The client hung up (or the reply cut itself off) before the last byte: it holds a
+        part of ``content``, which may come back as its provider accepts a cut answer."""
+        for n in range(len(self.served) - 1, -1, -1):
+            if self.served[n] is content:
+                self.served[n] = replace(content, cut=True)
+                return
+
+    async def _send(self, chosen: Reply, send: Any, request: Request) -> bool:
+        """Send the reply; whether its last byte went out."""
         if chosen.first_byte:
             await asyncio.sleep(chosen.first_byte)
         headers = [(b"content-type", chosen.content_type.encode())]
@@ -309,8 +328,11 @@ class RecordedUpstream:
             for n, data in enumerate(datas):
                 if chosen.cut_after is not None and n >= chosen.cut_after:
                     raise ConnectionAbortedError("the recorded upstream cuts this response here")
+                if chosen.hold_after is not None and n >= chosen.hold_after:
+                    while not request.disconnected:
+                        await asyncio.sleep(0.01)
                 if request.disconnected:
-                    return
+                    return False
                 if n and pace:
                     await asyncio.sleep(pace)
                 step = self.split or len(data) or 1
@@ -325,6 +347,7 @@ class RecordedUpstream:
                 self.sent.append(whole)
                 kept = True
             await send({"type": "http.response.body", "body": tail, "more_body": False})
+            return True
         finally:
             if not kept:
                 self.sent.append(bytes(wire))

@@ -28,6 +28,29 @@ parser or request builder is caught rather than agreed with:
 A served response counts as sent back when the request holds one of its blocks (by id, tool use
 id, signature, data or text) or its text inside an assistant message; it must then be there
 whole, in order and contiguous, every field as served (null and absent fields are the same).
+
+A response the client hung up on before its last byte (``Served.cut``: Stop, a dropped
+connection) was never held whole, so it may come back as what each provider's documentation
+accepts after a cut answer, and in no other form:
+
+* Anthropic ("Streaming messages" > "Error recovery", platform.claude.com: "Tool use and
+  extended thinking blocks cannot be partially recovered. You can resume streaming from the
+  most recent text block"): its first blocks whole and unchanged, then at most the text that
+  streamed of the text block it was cut in. A server tool use whose result never came is left
+  out ("Server tools": the result block follows the ``server_tool_use`` in the same assistant
+  turn); a thinking block cut before its signature is not a whole block.
+* OpenAI Responses: its first output items as done, then at most the text that streamed of
+  the message it was cut in; a reasoning item whose following item never came is left out
+  (the API refuses "Item 'rs_…' of type 'reasoning' was provided without its required
+  following item"; the reasoning guide: reasoning items of earlier turns are dropped anyway).
+* Gemini ("Thought signatures", ai.google.dev: a signature goes back exactly where it came;
+  only function calls are validated strictly): its first runs as served, then at most a
+  prefix of the run it was cut in, with the signatures that had arrived.
+
+Whatever was served, Anthropic's pairing rule holds for every request ("Each `tool_use` block
+must have a corresponding `tool_result` block in the next message"; a ``server_tool_use``'s
+result in the same message): only the last message may hold a server tool use left open (a
+``pause_turn`` continuation).
 """
 
 from __future__ import annotations
@@ -50,6 +73,7 @@ class Served:
     blocks: tuple[dict[str, Any], ...]
     variants: tuple[tuple[str, dict[str, Any]], ...] = ()
     api: str = ""  # "chat" for Chat Completions (a Responses client never sends it back)
+    cut: bool = False  # the client hung up before the last byte: it holds a part of it
 
 
 def served_content(provider: str, body: bytes) -> Served | None:
@@ -266,11 +290,6 @@ def _gemini_runs(parts: Iterable[dict[str, Any]]) -> list[Any]:
                                     and not r["text"] and not r["signatures"])]
 
 
-def _canonical(provider: str, blocks: Iterable[dict[str, Any]]) -> list[bytes]:
-    items = _gemini_runs(blocks) if provider == "google" else [_clean(b) for b in blocks]
-    return [orjson.dumps(item, option=orjson.OPT_SORT_KEYS) for item in items]
-
-
 def _keys(provider: str, block: dict[str, Any]) -> set[str]:
     """What identifies a served block when it comes back."""
     keys = set()
@@ -306,7 +325,7 @@ def _sent_back(provider: str, body: Any) -> list[list[dict[str, Any]]]:
     if not isinstance(body, dict):
         return []
     if provider == "anthropic":
-        return [[b for b in m.get("content") if isinstance(b, dict)]
+        return [[b for b in m.get("content") or () if isinstance(b, dict)]
                 for m in body.get("messages") or ()
                 if isinstance(m, dict) and m.get("role") == "assistant"
                 and isinstance(m.get("content"), list)]
@@ -333,12 +352,178 @@ def _contains(haystack: list[bytes], needle: list[bytes]) -> bool:
 
 
 def refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
-    """Why the request ``body`` must be refused: the first served response it sends back
-    changed; None when it sends every one it refers to back unchanged."""
+    """Why the request ``body`` must be refused: a rule of the provider's it breaks, or the
+    first served response it sends back changed; None when it sends every one it refers to
+    back in a form the provider accepts."""
     try:
-        return _refusal(provider, body, served)
+        return _unpaired(provider, body) or _refusal(provider, body, served)
     except (TypeError, AttributeError, ValueError):
         return "the request's messages are not in the provider's shape"
+
+
+_CLIENT_TOOL_USE = "tool_use"
+_SERVER_TOOL_USES = ("server_tool_use", "mcp_tool_use")
+
+
+def _unpaired(provider: str, body: Any) -> str | None:
+    """The pairing rules every request must keep, whatever was served: Anthropic's tool uses
+    and their results, OpenAI's reasoning items and what follows them, and (``store`` false)
+    reasoning that cannot be found without its ``encrypted_content``."""
+    if not isinstance(body, dict):
+        return None
+    if provider == "anthropic" and isinstance(body.get("messages"), list):
+        return _anthropic_unpaired(body["messages"])
+    if provider == "openai" and isinstance(body.get("input"), list):
+        return _openai_unpaired(body["input"], body.get("store"))
+    return None
+
+
+def _anthropic_unpaired(messages: list[Any]) -> str | None:
+    # "Each `tool_use` block must have a corresponding `tool_result` block in the next
+    # message" (the API's words); a server tool's result follows it in the same assistant
+    # message, unless that message is the last (a pause_turn continuation) or also calls a
+    # client tool, whose result makes the API run it ("Server tools", platform.claude.com).
+    for n, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
+        if n == len(messages) - 1:
+            continue
+        after = messages[n + 1] if isinstance(messages[n + 1], dict) else {}
+        answered = {b.get("tool_use_id") for b in after.get("content") or ()
+                    if isinstance(b, dict) and b.get("type") == "tool_result"}
+        here = {b.get("tool_use_id") for b in blocks if b.get("tool_use_id")}
+        calls_client = any(b.get("type") == _CLIENT_TOOL_USE for b in blocks)
+        for block in blocks:
+            kind, ident = block.get("type"), block.get("id")
+            if kind == _CLIENT_TOOL_USE and ident not in answered:
+                return (f"messages.{n}: `tool_use` ids were found without `tool_result` "
+                        f"blocks immediately after: {ident}")
+            if kind in _SERVER_TOOL_USES and ident not in here and not calls_client:
+                return (f"messages.{n}: the `{kind}` {ident} has no result in its message "
+                        "(only the last message may leave a server tool use open)")
+    return None
+
+
+def _openai_unpaired(items: list[Any], store: Any) -> str | None:
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("type") != "reasoning":
+            continue
+        following = items[n + 1] if n + 1 < len(items) else None
+        if not isinstance(following, dict) or following.get("role") in ("user", "system",
+                                                                          "developer"):
+            return (f"Item '{item.get('id')}' of type 'reasoning' was provided without its "
+                    "required following item.")
+        if store is False and not item.get("encrypted_content"):
+            return (f"Item with id '{item.get('id')}' not found. Items are not persisted when "
+                    "`store` is set to false.")
+    return None
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One block (item, Gemini run) as compared: its canonical form, what identifies it, its
+    text, and the block itself."""
+
+    canonical: bytes
+    keys: frozenset[str]
+    text: str
+    block: dict[str, Any]
+
+
+def _units(provider: str, blocks: Iterable[dict[str, Any]]) -> list[_Unit]:
+    if provider == "google":
+        out = []
+        for run in _gemini_runs(blocks):
+            if isinstance(run, dict) and "run" in run:
+                keys = frozenset(f"thoughtSignature:{s}" for s in run["signatures"])
+                text = "" if run["run"] else run["text"]
+            else:
+                keys, text = frozenset(_keys(provider, run)), _text(provider, run)
+            out.append(_Unit(_dumps(run), keys, text, run))
+        return out
+    return [_Unit(_dumps(_clean(b)), frozenset(_keys(provider, b)), _text(provider, b), b)
+            for b in blocks]
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _canonical(provider: str, blocks: Iterable[dict[str, Any]]) -> list[bytes]:
+    return [u.canonical for u in _units(provider, blocks)]
+
+
+def _recoverable(provider: str, units: list[_Unit], whole: int) -> list[_Unit]:
+    """What of a cut response's first ``whole`` blocks may go back: Anthropic's tool uses
+    whose result never came are left out (a client one is the pairing rule's to judge);
+    OpenAI's reasoning item whose following item never came is left out."""
+    prefix = units[:whole]
+    if provider == "anthropic":
+        answered = {u.block.get("tool_use_id") for u in prefix}
+        return [u for u in prefix if u.block.get("type") not in (
+            _CLIENT_TOOL_USE, *_SERVER_TOOL_USES) or u.block.get("id") in answered]
+    if provider == "openai":
+        while prefix and prefix[-1].block.get("type") == "reasoning":
+            prefix = prefix[:-1]
+    return prefix
+
+
+def _cut_piece(provider: str, piece: _Unit, served: _Unit) -> bool:
+    """Whether ``piece`` is what streamed of the served block a response was cut in."""
+    if not piece.text and provider != "google":
+        return False
+    if provider == "anthropic":
+        block, whole = piece.block, served.block
+        cited = block.get("citations") or []
+        return (block.get("type") == whole.get("type") == "text"
+                and set(block) <= {"type", "text", "citations", "cache_control"}
+                and str(whole.get("text", "")).startswith(piece.text)
+                and _clean(cited) == _clean((whole.get("citations") or [])[:len(cited)]))
+    if provider == "openai":
+        block, whole = piece.block, served.block
+        return (whole.get("type") == "message" and block.get("role") == "assistant"
+                and block.get("type") in (None, "message")
+                and _text(provider, whole).startswith(piece.text))
+    run, whole = piece.block, served.block
+    return (isinstance(run, dict) and isinstance(whole, dict) and "run" in run
+            and run.get("run") == whole.get("run") and bool(run["text"] or run["signatures"])
+            and whole["text"].startswith(run["text"])
+            and whole["signatures"][:len(run["signatures"])] == run["signatures"])
+
+
+def _cut_form(provider: str, response: Served, message: list[dict[str, Any]], body: Any
+              ) -> bool:
+    """Whether ``message`` holds the cut ``response`` as its provider accepts it: the part of
+    the message that is the response's is its first blocks as ``_recoverable`` keeps them,
+    then at most a cut piece of the next one."""
+    units = _units(provider, message)
+    served = _units(provider, _returnable(provider, response.blocks, body))
+    keys = frozenset().union(*(u.keys for u in served))
+    said = [u.text.strip() for u in served if u.text.strip()]
+
+    def mine(unit: _Unit) -> bool:
+        text = unit.text.strip()
+        return bool(unit.keys & keys) or (bool(text) and any(
+            text == s or (len(text) >= _QUOTED and text in s)
+            or (len(s) >= _QUOTED and s in text) for s in said))
+
+    if provider == "anthropic":  # a client tool use is the pairing rule's to judge
+        units = [u for u in units if u.block.get("type") != _CLIENT_TOOL_USE]
+    held = [n for n, u in enumerate(units) if mine(u)]
+    if not held:
+        return True
+    span = [u.canonical for u in units[held[0]:held[-1] + 1]]
+    for whole in range(len(served) + 1):
+        expected = [u.canonical for u in _recoverable(provider, served, whole)
+                    if not (provider == "anthropic"
+                            and u.block.get("type") == _CLIENT_TOOL_USE)]
+        if span == expected:
+            return True
+        if (whole < len(served) and span[:-1] == expected
+                and _cut_piece(provider, units[held[-1]], served[whole])):
+            return True
+    return False
 
 
 def _refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
@@ -363,15 +548,48 @@ def _refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
         if not (mine & keys or any(s in t or (len(t.strip()) >= _QUOTED and t.strip() in s)
                                    for s in said for t in texts)):
             continue
-        expected = _canonical(provider, response.blocks)
-        if any(_contains(c, expected) for c in canonical):
+        returnable = _returnable(provider, response.blocks, body)
+        if any(_contains(c, _canonical(provider, whole)) for c in canonical
+               for whole in _whole_forms(provider, returnable)):
             continue
-        if response.variants and any(_contains(c, _canonical(provider, _with_variants(
-                response))) for c in canonical):
+        if response.variants and any(_contains(c, _canonical(provider, _returnable(
+                provider, _with_variants(response), body))) for c in canonical):
             continue
+        if response.cut:
+            variants = [response, *([Served(provider, tuple(_with_variants(response)))]
+                                    if response.variants else [])]
+            if all(any(_cut_form(provider, v, m, body) for v in variants) for m in messages):
+                continue
+            return (f"the request sends back served response {number + 1}, which was cut, "
+                    "in a form its provider does not accept after a cut: its first blocks "
+                    "whole and unchanged, then at most the text that streamed of the one it "
+                    "was cut in")
         return (f"the request sends back served response {number + 1} changed: its "
                 f"{len(response.blocks)} blocks must come back whole, in order and unchanged")
     return None
+
+
+def _whole_forms(provider: str, blocks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The forms a response the client holds whole may come back in: as served, and for
+    Anthropic also without a server tool use left open (a paused answer that is followed by
+    a user message, not continued: the pairing rule says which of the two fits)."""
+    if provider != "anthropic":
+        return [blocks]
+    answered = {b.get("tool_use_id") for b in blocks}
+    closed = [b for b in blocks
+              if b.get("type") not in _SERVER_TOOL_USES or b.get("id") in answered]
+    return [blocks, closed] if len(closed) != len(blocks) else [blocks]
+
+
+def _returnable(provider: str, blocks: Iterable[dict[str, Any]], body: Any
+                ) -> list[dict[str, Any]]:
+    """What of a served response can come back at all: with ``store`` false, an OpenAI
+    reasoning item without its ``encrypted_content`` cannot (nothing upstream holds it; the
+    reasoning guide: earlier turns' reasoning is dropped anyway)."""
+    if provider == "openai" and isinstance(body, dict) and body.get("store") is False:
+        return [b for b in blocks
+                if b.get("type") != "reasoning" or b.get("encrypted_content")]
+    return list(blocks)
 
 
 def _with_variants(response: Served) -> list[dict[str, Any]]:

@@ -16,6 +16,15 @@
 * Any other agent turn -> an ``assistant`` text block with the portable text (hosted results
   as short bracketed lines). An agent turn with no text at all is left out.
 * Consecutive messages of one role are merged into one (the API would combine them anyway).
+* Tool uses the next message does not answer are left out of an earlier turn: a server tool
+  use whose result never came (a cut answer, a paused one not continued) and a client
+  ``tool_use`` with no ``tool_result`` after it. The API refuses them ("Each `tool_use` block
+  must have a corresponding `tool_result` block in the next message"; "Server tools": the
+  result follows the ``server_tool_use`` in the same assistant turn), and after a cut the
+  docs keep whole blocks only ("Streaming messages" > "Error recovery": "Tool use and
+  extended thinking blocks cannot be partially recovered. You can resume streaming from the
+  most recent text block"): a block cut mid-stream has no payload, and the text that
+  streamed of a cut text block goes back as text.
 * ``pause_turn``: the continuation sends the paused turn's blocks back as the last assistant
   message, unchanged, with the same tools: the API continues that message.
 
@@ -185,12 +194,37 @@ def agent_messages(turn: PriorTurn) -> list[dict[str, Any]]:
                      "content": [block]} for block in content_blocks(turn)), "content")
 
 
+_SERVER_TOOL_USES = ("server_tool_use", "mcp_tool_use")
+
+
+def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without the tool uses the message after each does not answer (see the
+    module docstring); a message left empty is left out."""
+    out: list[dict[str, Any]] = []
+    for n, message in enumerate(messages):
+        if message["role"] != "assistant" or n == len(messages) - 1:
+            out.append(message)
+            continue
+        after = messages[n + 1]["content"]
+        answered = {b.get("tool_use_id") for b in after if b.get("type") == "tool_result"}
+        content = [b for b in message["content"]
+                   if b.get("type") != "tool_use" or b.get("id") in answered]
+        here = {b.get("tool_use_id") for b in content if b.get("tool_use_id")}
+        calls_client = any(b.get("type") == "tool_use" for b in content)
+        content = [b for b in content if b.get("type") not in _SERVER_TOOL_USES
+                   or b.get("id") in here or calls_client]
+        if content:
+            out.append({**message, "content": content})
+    return out
+
+
 def _request(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn | None
 ) -> UpstreamRequest:
-    messages = _messages(history)
+    messages = by_role(_messages(history), "content")
     if turn.prompt:
         messages.append(_text_message("user", turn.prompt))
+    messages = _paired(by_role(messages, "content"))
     if paused is not None:
         messages.extend(agent_messages(paused))
     if not messages or messages[0]["role"] != "user":

@@ -10,6 +10,12 @@ Responses (``POST /v1/responses``):
   file_search_call and the other hosted items, function calls. Annotation and error payloads
   are not items of their own (an annotation rides inside its message item). Text a cut stream
   left in no payload follows as an assistant message.
+* What cannot go back is left out: a reasoning item whose following item never came (a cut
+  answer: the API refuses "Item 'rs_…' of type 'reasoning' was provided without its required
+  following item"), and, when nothing is stored upstream, a reasoning item without its
+  ``encrypted_content`` (nothing could find it; the reasoning guide: reasoning items of earlier
+  turns are dropped by the API anyway); an item that never finished (a search still
+  ``in_progress`` when the stream was cut: it was never done, so never held whole).
 * ``previous_response_id`` instead, when the request asks to keep responses upstream
   (``TurnRequest.store``) and the last agent turn's own request did too (its recorded
   ``request`` says ``store`` is not false): then only what follows that response is sent.
@@ -46,6 +52,7 @@ RESPONSES_PATH = "/v1/responses"
 CHAT_PATH = "/v1/chat/completions"
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
 _NOT_ITEMS = (items.ANNOTATION, ERROR)
+_FINISHED = ("completed", "incomplete", "failed")  # an item's status once it is done
 
 
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
@@ -71,8 +78,10 @@ def _decoded(payload: Any) -> Any:
     return value
 
 
-def output_items(turn: PriorTurn) -> list[dict[str, Any]]:
-    """The agent turn's Responses output items as received, from its stored payloads."""
+def output_items(turn: PriorTurn, store: bool = True) -> list[dict[str, Any]]:
+    """The agent turn's Responses output items as received, from its stored payloads, less
+    what cannot go back (see the module docstring; ``store``: the request keeps responses
+    upstream)."""
     found: list[dict[str, Any]] = []
     for payload in turn.payloads:
         if payload.provider != PROVIDER or payload.format in _NOT_ITEMS:
@@ -82,7 +91,14 @@ def output_items(turn: PriorTurn) -> list[dict[str, Any]]:
                 f"a {payload.format} payload is no Responses output item: this turn was not "
                 "served through the Responses API"
             )
-        found.append(_decoded(payload))
+        item = _decoded(payload)
+        if item.get("type") == "reasoning" and not store and not item.get("encrypted_content"):
+            continue
+        if item.get("status") not in (None, *_FINISHED):
+            continue
+        found.append(item)
+    while found and found[-1].get("type") == "reasoning":  # its following item never came
+        found.pop()
     if turn.partial_text:  # cut mid-stream: in no payload, so as the text it was
         found.append({"role": "assistant", "content": turn.partial_text})
     return found
@@ -133,7 +149,7 @@ def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> Upstr
             continue
         native_before = _served_by_responses(prior)
         if native_before:
-            inputs.extend(output_items(prior))
+            inputs.extend(output_items(prior, turn.store))
         elif text := portable_text(prior):
             inputs.append({"role": "assistant", "content": text})
     if turn.prompt:

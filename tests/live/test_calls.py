@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -139,21 +141,36 @@ def test_the_loop_guard_stops_and_says_so(upstream, owner, settings):
     assert "TURNSCOPE_MAX_CONTINUATIONS" in error["message"]
 
 
+def held(raw: bytes, texts: int = 3) -> Reply:
+    """``raw`` served until its ``texts``-th text delta, then held until the client hangs up:
+    a Stop always lands mid-answer, however loaded the machine."""
+    answer = reply("anthropic", raw)
+    seen = [n for n, chunk in enumerate(answer.chunks, 1) if b'"text_delta"' in chunk]
+    return replace(answer, hold_after=seen[texts - 1])
+
+
+def eventually(condition, timeout: float = 10.0) -> None:
+    """Wait for ``condition`` (the recorded upstream runs in its own thread)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+async def stop_when_text_streams(live):
+    """Stop the turn once some of its text has streamed (the condition, not a time)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not ((tail := streaming.current_tail(live.turn.pk)) and tail.get("text")):
+        assert loop.time() < deadline, "no text streamed"
+        await asyncio.sleep(0.02)
+    stopped = await calls.stop(live.conversation)
+    assert stopped is not None and stopped.pk == live.turn.pk
+
+
 @pytest.mark.parametrize("answers", [[TIDES], [PAUSED, CONTINUED]], ids=["one", "paused"])
 def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner, answers):
-    upstream.add(*(reply("anthropic", a, pace=0.05) for a in answers))
-
-    async def stop_when_text_streams(live):
-        for _ in range(400):
-            tail = streaming.current_tail(live.turn.pk)
-            if tail and tail.get("text"):
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError("no text streamed")
-        stopped = await calls.stop(live.conversation)
-        assert stopped is not None and stopped.pk == live.turn.pk
-
+    upstream.add(held(answers[0]), *(reply("anthropic", a) for a in answers[1:]))
     turn = run(store.create_conversation(owner=owner), ASK, during=stop_when_text_streams).turn
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     messages = [e for e in events(turn) if e.kind == "message"]
@@ -162,6 +179,29 @@ def test_stop_mid_stream_interrupts_the_turn_with_what_streamed(upstream, owner,
                    if isinstance(p, parts.TextDelta))
     assert len("".join(m.text for m in messages)) < len(full)
     assert upstream.requests[0].disconnected  # the provider request was closed
+    eventually(lambda: upstream.served[0].cut)  # the provider saw the client go
+
+
+@pytest.mark.parametrize("provider, model, raw", [
+    ("anthropic", "claude-sonnet-4-5", TIDES),
+    ("openai", "gpt-5-mini", SOURDOUGH),
+], ids=["anthropic", "openai"])
+def test_after_stop_the_next_turn_goes_through(upstream, owner, provider, model, raw):
+    """The stopped answer goes back in the form its provider accepts after a cut, so the
+    conversation goes on (the recorded provider refused it whole-or-nothing before)."""
+    answer = reply(provider, raw)
+    texts = [n for n, chunk in enumerate(answer.chunks, 1)
+             if b'"text_delta"' in chunk or b'output_text.delta' in chunk]
+    upstream.add(replace(answer, hold_after=texts[2]), reply(provider, raw))
+    conversation = store.create_conversation(owner=owner)
+    ask = calls.Ask(provider, model, "First question?", True)
+    stopped = run(conversation, ask, during=stop_when_text_streams).turn
+    assert stopped.status == "interrupted"
+    eventually(lambda: upstream.served[0].cut)  # the provider saw the client go
+    after = run(conversation, calls.Ask(provider, model, "And then?", True)).turn
+    assert (after.status, after.end_reason) != ("failed", "error"), errors_of(after)
+    assert after.status == "complete"
+    assert len(upstream.requests) == 2
 
 
 def test_stop_from_another_process_goes_through_the_cache_flag(upstream, owner):

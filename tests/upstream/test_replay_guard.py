@@ -5,6 +5,7 @@ accepted. The bundled samples are served, ingested from what was served, and con
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from pathlib import Path
@@ -132,8 +133,17 @@ def test_a_lossy_continuation_is_refused(paused_anthropic, loss):
     assert app.pending == 1  # nothing was answered in its place
 
 
-def test_openai_items_come_back_whole():
+def _sourdough(encrypted: bool) -> bytes:
     raw = (SAMPLES / "openai-sourdough.sse").read_bytes()
+    if not encrypted:  # as recorded: asked for without reasoning.encrypted_content
+        return raw
+    return raw.replace(b'"type":"reasoning",',
+                       b'"type":"reasoning","encrypted_content":"gAAAA-rs",')
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "not-encrypted"])
+def test_openai_items_come_back_whole(encrypted):
+    raw = _sourdough(encrypted)
     app = RecordedUpstream([reply("openai", raw), reply("openai", raw)], verify_replay=True)
     turn = TurnRequest("openai", "gpt-5-mini", "How often should I feed a starter?",
                        web_search=True)
@@ -141,7 +151,11 @@ def test_openai_items_come_back_whole():
     good = request_for_next_turn(conversation, TurnRequest("openai", "gpt-5-mini",
                                                            "And in winter?", web_search=True))
     kinds = [i.get("type") for i in good.body["input"]]
-    assert {"reasoning", "web_search_call", "message"} <= set(kinds)
+    assert {"web_search_call", "message"} <= set(kinds)
+    # Nothing is stored upstream (store false): reasoning goes back only with its encrypted
+    # content, as nothing else could find it.
+    assert good.body["store"] is False
+    assert ("reasoning" in kinds) is encrypted
 
     def no_annotations(body: dict[str, Any]) -> None:
         message = next(i for i in body["input"] if i.get("type") == "message")
@@ -150,8 +164,17 @@ def test_openai_items_come_back_whole():
     def no_reasoning(body: dict[str, Any]) -> None:
         body["input"] = [i for i in body["input"] if i.get("type") != "reasoning"]
 
-    for loss in (no_annotations, no_reasoning):
+    losses = [no_annotations, no_reasoning] if encrypted else [no_annotations]
+    for loss in losses:
         assert "changed" in refused(send(app, mutated(good, loss)), "openai")
+    if not encrypted:  # sent anyway, it is refused as the API refuses it
+        served = app.served[0]
+        reasoning = next(b for b in served.blocks if b.get("type") == "reasoning")
+
+        def unfindable(body: dict[str, Any]) -> None:
+            body["input"].insert(1, reasoning)
+
+        assert "not persisted" in refused(send(app, mutated(good, unfindable)), "openai")
     assert send(app, good).status_code == 200
 
 
@@ -227,3 +250,133 @@ def test_chat_completions_messages_come_back_whole():
 
     assert "changed" in refused(send(app, mutated(good, cut)), "openai")
     assert send(app, good).status_code == 200
+
+
+# -- cut answers ---------------------------------------------------------------------------
+
+CUT = {
+    "anthropic": ("anthropic-tides.sse", "claude-sonnet-4-5",
+                  WireContext("2023-06-01", ANTHROPIC_TOOLS)),
+    "openai": ("openai-sourdough.sse", "gpt-5-mini", WireContext()),
+    "google": ("gemini-lighthouses.sse", "gemini-2.5-flash", WireContext(
+        endpoint="https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash")),
+}
+
+
+def send_cut(app: RecordedUpstream, request: UpstreamRequest) -> bytes:
+    """``request`` sent to an upstream whose reply cuts itself off: the bytes that arrived."""
+    with contextlib.suppress(ConnectionAbortedError, httpx.HTTPError):
+        send(app, request)
+    return app.sent[-1]
+
+
+def cut_turn(provider: str, after: int):
+    """The first answer, cut after ``after`` events, stored as it arrived; the upstream
+    (which holds the answer again, whole) and the conversation."""
+    name, model, context = CUT[provider]
+    raw = (SAMPLES / name).read_bytes()
+    app = RecordedUpstream([reply(provider, raw, cut_after=after), reply(provider, raw)],
+                           verify_replay=True)
+    turn = TurnRequest(provider, model, "Tell me about it.", web_search=True)
+    got = send_cut(app, build_request([], turn))
+    assert app.served[0].cut  # the client did not get it whole
+    conversation = ingest(provider, [ResponseFile("served", got, context)],
+                          prompt=turn.prompt).conversation
+    assert conversation.turns.get(index=1).status == "interrupted"
+    return app, conversation, TurnRequest(provider, model, "Go on.", web_search=True)
+
+
+@pytest.mark.parametrize("provider", list(CUT))
+def test_a_cut_answer_goes_back_as_its_provider_accepts_it(provider):
+    """At every point a stream can be cut, the next request built from what was stored is
+    accepted (the stand-in checks each provider's documented form after a cut)."""
+    name = CUT[provider][0]
+    events = len(reply(provider, (SAMPLES / name).read_bytes()).chunks)
+    for after in range(1, events, 2 if events > 40 else 1):
+        app, conversation, turn = cut_turn(provider, after)
+        response = send(app, request_for_next_turn(conversation, turn))
+        assert response.status_code == 200, (after, response.text)
+
+
+def _cut_after(provider: str, raw: bytes, marker: bytes) -> int:
+    """How many events end with the first one holding ``marker``."""
+    chunks = reply(provider, raw).chunks
+    return next(n for n, c in enumerate(chunks, 1) if marker in c)
+
+
+def test_a_server_tool_use_without_its_result_is_refused_after_a_cut():
+    raw = (SAMPLES / "anthropic-tides.sse").read_bytes()
+    # cut between the search call's end and its result
+    after = _cut_after("anthropic", raw, b'"type":"content_block_stop","index":1')
+    app, conversation, turn = cut_turn("anthropic", after)
+    good = request_for_next_turn(conversation, turn)
+    assert not any(b.get("type") == "server_tool_use" for b in _assistant(good.body))
+    call = next(b for b in app.served[0].blocks if b["type"] == "server_tool_use")
+    orphan = mutated(good, lambda b: _assistant(b).append(call))
+    assert "server_tool_use" in refused(send(app, orphan), "anthropic")
+    assert send(app, good).status_code == 200
+
+
+def test_a_cut_text_must_be_what_streamed_and_only_a_cut_answer_may_come_back_cut():
+    raw = (SAMPLES / "anthropic-tides.sse").read_bytes()
+    after = _cut_after("anthropic", raw, b'"type":"content_block_start","index":4') + 3
+    app, conversation, turn = cut_turn("anthropic", after)
+    good = request_for_next_turn(conversation, turn)
+    last = _assistant(good.body)[-1]
+    assert last["type"] == "text" and set(last) == {"type", "text"}  # what streamed, as text
+
+    cut_in = next(b["text"] for b in app.served[0].blocks
+                  if b["type"] == "text" and b["text"].startswith(last["text"]))
+
+    def edited(body: dict[str, Any]) -> None:  # more than streamed, and not what was served
+        _assistant(body)[-1]["text"] = cut_in + " And the Sun's, too."
+
+    def moved(body: dict[str, Any]) -> None:
+        _assistant(body).reverse()
+
+    for change in (edited, moved):
+        assert "cut" in refused(send(app, mutated(good, change)), "anthropic")
+    # the same request, to an upstream that served the answer whole: it must come back whole
+    whole = RecordedUpstream([reply("anthropic", raw), reply("anthropic", raw)],
+                             verify_replay=True)
+    send(whole, build_request([], TurnRequest("anthropic", "claude-sonnet-4-5", "Tell me.")))
+    assert "changed" in refused(send(whole, good), "anthropic")
+    assert send(app, good).status_code == 200
+
+
+def test_a_reasoning_item_without_its_following_item_is_refused_after_a_cut():
+    raw = _sourdough(encrypted=True)
+    path = SAMPLES / "openai-sourdough.sse"
+    chunks = reply("openai", raw).chunks
+    # cut just after the second reasoning item is done, before the message it leads to
+    done = [n for n, c in enumerate(chunks, 1)
+            if b"output_item.done" in c and b'"type":"reasoning"' in c]
+    app = RecordedUpstream([reply("openai", raw, cut_after=done[-1]), reply("openai", raw)],
+                           verify_replay=True)
+    turn = TurnRequest("openai", "gpt-5-mini", "How often?", web_search=True)
+    got = send_cut(app, build_request([], turn))
+    conversation = ingest("openai", [ResponseFile(path.name, got, WireContext())],
+                          prompt=turn.prompt).conversation
+    good = request_for_next_turn(conversation, TurnRequest("openai", "gpt-5-mini", "And?"))
+    kinds = [i.get("type") for i in good.body["input"]]
+    assert kinds.count("reasoning") == 1 and kinds[-2] != "reasoning"
+    orphan_item = [b for b in app.served[0].blocks if b.get("type") == "reasoning"][-1]
+
+    def orphan(body: dict[str, Any]) -> None:
+        body["input"].insert(len(body["input"]) - 1, orphan_item)
+
+    assert "required following item" in refused(send(app, mutated(good, orphan)), "openai")
+    assert send(app, good).status_code == 200
+
+
+def test_a_cut_gemini_answer_goes_back_as_what_arrived_and_only_a_cut_one():
+    raw = (SAMPLES / "gemini-lighthouses.sse").read_bytes()
+    app, conversation, turn = cut_turn("google", 6)
+    good = request_for_next_turn(conversation, turn)
+    model = next(c for c in good.body["contents"] if c["role"] == "model")
+    said = "".join(p.get("text", "") for p in model["parts"])
+    assert said  # what streamed, as text
+    assert send(app, good).status_code == 200
+    whole = RecordedUpstream([reply("google", raw), reply("google", raw)], verify_replay=True)
+    send(whole, build_request([], TurnRequest("google", "gemini-2.5-flash", "Tell me.")))
+    assert "changed" in refused(send(whole, good), "google")

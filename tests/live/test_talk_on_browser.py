@@ -1,0 +1,78 @@
+"""After Stop, talk on (issue 36, item 1): on the demo, a conversation whose answer was stopped
+mid-stream goes on with the same provider: the stopped answer goes back in the form the
+provider accepts after a cut (the recorded provider checks it as the provider would), the next
+answer streams in, and the composer says so. Anthropic's and OpenAI's wire formats both."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from tests.live import e2e
+from tests.live.test_calls_browser import start_demo
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def log_in(page, base, password):
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", "demo")
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def send(page, prompt):
+    page.locator("textarea[name=prompt]").fill(prompt)
+    page.get_by_role("button", name="Send").click()
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_after_stop_the_conversation_goes_on(tmp_path, provider):
+    port = e2e.free_port()
+    manager, browser = e2e.chromium()
+    proc, log, password, _ = start_demo(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(30000)
+        log_in(page, base, password)
+        page.get_by_role("button", name="New conversation").click()
+        page.wait_for_url(re.compile(r"/c/[0-9a-f-]+/#composer$"))
+        page.wait_for_function("() => document.getElementById('conversation')"
+                               ".dataset.live === 'open'")
+        page.select_option("select[name=provider]", provider)
+        status = page.locator("[data-composer-status]")
+
+        send(page, "How often should the first answer be stopped?")
+        page.wait_for_function(
+            "() => { const t = document.querySelector("
+            "'section.turn.agent[data-index=\"1\"] .streaming-tail');"
+            " return t && t.textContent.trim().length > 10; }")
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_selector('section.turn.agent[data-index="1"][data-status="interrupted"]')
+        page.wait_for_function("() => !window.turnscopeLive.busy()")
+
+        for n in (3, 5):  # and on, twice: each request sends the stopped answer back
+            send(page, f"Then what? ({n})")
+            page.wait_for_selector(f'section.turn.agent[data-index="{n}"]:not([data-status='
+                                   '"streaming"])')
+            answer = page.locator(f'section.turn.agent[data-index="{n}"]')
+            assert answer.get_attribute("data-status") == "complete", answer.inner_text()
+            assert answer.locator("li.error").count() == 0
+            page.wait_for_function("() => !window.turnscopeLive.busy()")
+            assert status.inner_text().startswith("Sent"), status.inner_text()
+        assert page.locator(".model-chip").count() >= 3
+        page.screenshot(path=str(tmp_path / f"talk-on-{provider}.png"), full_page=True)
+    finally:
+        browser.close()
+        manager.stop()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        print("screenshots and the demo's log:", tmp_path)
