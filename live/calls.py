@@ -296,8 +296,7 @@ def streaming_turn(conversation: Conversation) -> Turn | None:
     return conversation.turns.filter(status=Turn.Status.STREAMING).order_by("-index").first()
 
 
-def stop_key(turn_id: Any) -> str:
-    return f"turnscope:live:stop:{turn_id}"
+stop_key = live_runner.stop_key
 
 
 async def stop(conversation: Conversation) -> Turn | None:
@@ -306,7 +305,8 @@ async def stop(conversation: Conversation) -> Turn | None:
     turn = await sync_to_async(streaming_turn)(conversation)
     if turn is None:
         return None
-    task = _tasks.get(str(turn.pk))
+    # a live call's task, or whatever else streams it here (a replay, the demo's)
+    task = _tasks.get(str(turn.pk)) or live_runner.driving(turn.pk)
     if task is not None:
         task.cancel()
     else:  # its task runs in another process: it watches this flag

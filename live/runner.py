@@ -313,6 +313,10 @@ class TurnRunner:
             await self._start(prompt, recording)
         beat = self._beat_task = asyncio.create_task(self._heartbeat())
         stream = self.stream
+        me = asyncio.current_task()
+        assert self.turn is not None
+        if me is not None:
+            _driving[str(self.turn.pk)] = me
         try:
             for response in responses:
                 if stream.done:  # cut or failed: nothing continues it
@@ -336,6 +340,8 @@ class TurnRunner:
             raise
         finally:
             beat.cancel()
+            if _driving.get(str(self.turn.pk)) is me:
+                del _driving[str(self.turn.pk)]
         return self.turn
 
     # -- steps -------------------------------------------------------------------------------
@@ -653,6 +659,13 @@ class TurnRunner:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
             async with self._beat_lock:
                 await self._beat()
+            # A Stop asked for in another process (a replay's, or a live call's) is a flag in
+            # the cache: the task that drives the turn here is cancelled.
+            if await _db(caches["default"].get)(stop_key(self.turn.pk)):
+                task = _driving.get(str(self.turn.pk))
+                if task is not None:
+                    task.cancel()
+                return
 
     async def _stop_heartbeat(self) -> None:
         """No beat after this returns: one being written lands first (a cancelled await of a
@@ -776,6 +789,22 @@ async def replay(
 def create_replay_target(source: Conversation, owner: Any) -> Conversation:
     title = f"Replay of {source.title or source.pk}"
     return store.create_conversation(title=title, owner=owner)
+
+
+# The task driving each live turn this process streams (a live call's, a replay's, the demo's),
+# by turn id: Stop cancels it, and the turn ends interrupted with what streamed.
+_driving: dict[str, asyncio.Task[Any]] = {}
+
+
+def driving(turn_id: Any) -> asyncio.Task[Any] | None:
+    """The task streaming the turn ``turn_id`` in this process, if any."""
+    task = _driving.get(str(turn_id))
+    return task if task is not None and not task.done() else None
+
+
+def stop_key(turn_id: Any) -> str:
+    """The cache flag that asks the process streaming ``turn_id`` to stop it."""
+    return f"turnscope:live:stop:{turn_id}"
 
 
 # Tasks started in this process; kept referenced so the loop does not drop them mid-turn.

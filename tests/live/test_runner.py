@@ -450,3 +450,34 @@ def test_text_goes_out_before_the_store_of_its_window(owner, monkeypatch):
                      owner=owner, title=sample.title, prompt=sample.prompt)
     turn.refresh_from_db()
     assert portable(turn) == portable(summary.turn)
+
+
+@pytest.mark.parametrize("where", ["here", "another process"])
+def test_stop_stops_a_replay_streaming_in_this_process_or_another(owner, where):
+    """Stop on a replay (the demo's, "Replay live") ends its turn interrupted and the replay
+    with it: the text grows no more (issue 36: it said "Stopped" and streamed on)."""
+    from live import calls
+
+    [(_sample, source, _)] = bundled.load(owner, only=["anthropic-tides"])
+    target = runner.create_replay_target(source, owner)
+
+    async def go():
+        task = runner.spawn(runner.replay(source, target, speed=1.0), name="replay-test")
+        while True:  # until text streams: the condition, not a time
+            await asyncio.sleep(0.02)
+            turns = await sync_to_async(list)(Turn.objects.filter(conversation=target,
+                                                                  role="agent"))
+            if turns and (tail := streaming.current_tail(turns[0].pk)) and tail["text"]:
+                break
+        if where == "here":
+            stopped = await calls.stop(target)
+            assert stopped is not None
+        else:  # as a Stop handled by another process does: the flag its heartbeat reads
+            await sync_to_async(runner.caches["default"].set)(runner.stop_key(turns[0].pk), True)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+
+    async_to_sync(go)()
+    turn = Turn.objects.get(conversation=target, role="agent")
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    assert runner.driving(turn.pk) is None

@@ -76,3 +76,44 @@ def test_after_stop_the_conversation_goes_on(tmp_path, provider):
             proc.kill()
         log.close()
         print("screenshots and the demo's log:", tmp_path)
+
+
+def test_stop_stops_the_demos_live_replay(tmp_path):
+    """Issue 36, item 2: Stop on the demo's live replay said "Stopped" while the text grew on
+    and the turn stayed streaming after a reload."""
+    port = e2e.free_port()
+    manager, browser = e2e.chromium()
+    proc, log, password, printed = start_demo(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    live_path = re.search(r"next=(/c/[0-9a-f-]+/)", printed).group(1)
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(30000)
+        log_in(page, base, password)
+        page.goto(base + live_path)
+        tail = "section.turn.agent[data-status=\"streaming\"] .streaming-tail"
+        page.wait_for_function(
+            f"() => {{ const t = document.querySelector('{tail}');"
+            " return t && t.textContent.trim().length > 20; }")
+        streaming = page.locator('section.turn.agent[data-status="streaming"]')
+        index = streaming.get_attribute("data-index")
+        page.get_by_role("button", name="Stop").click()
+        turn = f'section.turn.agent[data-index="{index}"]'
+        page.wait_for_selector(f'{turn}[data-status="interrupted"]')
+        page.wait_for_function("() => !window.turnscopeLive.busy()")
+        kept = page.locator(turn).inner_text()
+        page.reload()
+        page.wait_for_selector(f'{turn}[data-status="interrupted"]')
+        assert page.locator('section.turn[data-status="streaming"]').count() == 0
+        assert page.locator(turn).inner_text() == kept  # nothing streamed after the Stop
+        page.screenshot(path=str(tmp_path / "demo-stopped.png"), full_page=True)
+    finally:
+        browser.close()
+        manager.stop()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        print("screenshots and the demo's log:", tmp_path)
