@@ -31,13 +31,17 @@ class WireContext:
     """What is known besides the response itself.
 
     ``api_version`` is the API version header in force (Anthropic's ``anthropic-version``),
-    ``request`` the request body when the recording has it (it names hosted tool versions), and
-    ``endpoint`` the URL the request went to (it names Gemini's API version).
+    ``request`` the request body when the recording has it (it names hosted tool versions),
+    ``endpoint`` the URL the request went to (it names Gemini's API version, and the host that
+    answered) and ``served_by`` the service the caller knows it sent the request to (a named
+    upstream of the proxy, a live call's provider): the provider of ``agent.model``
+    (``providers.served``).
     """
 
     api_version: str | None = None
     request: dict[str, Any] | None = None
     endpoint: str | None = None
+    served_by: str | None = None
 
 
 class ResponseParser(Protocol):

@@ -104,9 +104,13 @@ class PriorTurn:
     end_reason: str = ""
     partial_text: str = ""  # text of blocks cut mid-stream: in no payload (sent as plain text)
 
-    def native_for(self, provider: str) -> bool:
-        """Whether this turn goes back to ``provider`` from its native payloads."""
-        return self.role == "agent" and self.provider == provider and bool(self.payloads)
+    def native_for(self, provider: str, host: str = "") -> bool:
+        """Whether this turn goes back from its native payloads to a request in ``provider``'s
+        wire format sent to ``host`` (the service: "" for ``provider``'s own API; Azure,
+        Vertex AI or a named OpenAI-compatible upstream otherwise). Only to the service that
+        served it: another one cannot take its ids, signatures or encrypted content."""
+        return (self.role == "agent" and self.provider == (host or provider)
+                and any(p.provider == provider for p in self.payloads))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,9 @@ class TurnRequest:
     max_tokens: int | None = None
     thinking: int | None = None  # a reasoning budget in tokens; None: the provider's default
     api: str = ""  # OpenAI: "responses" (default) or "chat"
+    # The service the request goes to when it is not ``provider``'s own API (``azure``,
+    # ``vertex``, a named upstream such as ``xai``): its earlier answers go back natively.
+    host: str = ""
     store: bool = False  # OpenAI Responses: keep the response upstream (previous_response_id)
 
 

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("TURNSCOPE_SHARED", REPO.parent / "shared"))
 PROVIDER_FIXTURES = SHARED / "fixtures" / "providers"
 MORE_FIXTURES = SHARED / "fixtures" / "providers-more"  # the second set: server tools, MCP, ...
+FRESH_FIXTURES = SHARED / "fixtures" / "providers-fresh"  # the third: xAI, Groq, DeepSeek, ...
 FIXTURE_SETS = ("providers", "providers-more")
 SECURITY_FIXTURES = SHARED / "fixtures" / "security"
 OPENWOP_FIXTURES = SHARED / "fixtures" / "openwop"

@@ -130,6 +130,12 @@ def activity_label(name: str, state: str, inputs: Mapping[str, Any] | None,
         return ((f"Searched the page for: {pattern or '(no pattern given)'}{where}", False),)
     if name == "image_generation":
         return (("Image generation", False),)
+    if name in ("x_search", "view_media", "server_tool"):
+        # xAI's and Groq's own tools: say which of them ran (its function name, as code)
+        what = {"x_search": "X search", "view_media": "Viewed media with",
+                "server_tool": "Provider tool"}[name]
+        tool = clean_text(inputs.get("tool"), limit=100)
+        return ((what, False), (" ", False), (tool, True)) if tool else ((what, False),)
     if name == "advisor":
         return (("Asked the advisor", False),)
     return ()

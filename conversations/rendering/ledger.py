@@ -24,7 +24,7 @@ from streams.bodies import ActivityBody
 from .sources import SourceRegistry, normalise_url, number_sources, seq_order
 from .text import clean_text
 
-SEARCH_NAMES = frozenset({"web_search", "file_search"})
+SEARCH_NAMES = frozenset({"web_search", "file_search", "x_search"})
 FETCH_NAMES = frozenset({"web_fetch"})
 # OpenAI's web_search call also opens pages and searches inside them: those are not searches.
 PAGE_ACTIONS = frozenset({"open_page", "find_in_page"})

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from providers import served
 from providers.protocol import WireContext
 from providers.values import as_int, as_list, as_str, clip, count, output_text
 from streams.errors import MalformedInput
@@ -101,10 +102,12 @@ def artifact(kind: str, summary: str, payload: Payload) -> Artifact:
     return Artifact(type=kind, summary=summary, payload=payload)
 
 
-def response_start(message: dict[str, Any]) -> ResponseStart:
-    # The served model, as the response names it (never the request's).
+def response_start(message: dict[str, Any], context: WireContext) -> ResponseStart:
+    # The served model, as the response names it (never the request's); the provider that
+    # served it (Anthropic, or Claude on Vertex AI: ``providers.served``).
     return ResponseStart(
-        provider=PROVIDER, model=as_str(message.get("model")), response_id=as_str(message.get("id"))
+        provider=served.provider(context, PROVIDER), model=as_str(message.get("model")),
+        response_id=as_str(message.get("id")),
     )
 
 

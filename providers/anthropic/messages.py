@@ -59,6 +59,7 @@ class _Body:
     """A whole message (or an error body): one row."""
 
     def __init__(self, context: WireContext) -> None:
+        self.context = context
         self.v = Versions.of(context)
 
     def feed(self, row: Row) -> Iterator[Part]:
@@ -74,7 +75,7 @@ class _Body:
                 f"got type {kind!r}",
                 line=line,
             )
-        yield response_start(message)
+        yield response_start(message, self.context)
         for position, block in enumerate(message["content"]):
             yield from whole_block(f"b{position}", block, v, line)
         if usage := server_tool_usage(message.get("usage")):
@@ -131,6 +132,7 @@ class _Stream:
     """A Messages stream, event by event."""
 
     def __init__(self, context: WireContext) -> None:
+        self.context = context
         self.v = Versions.of(context)
         self.started = False
         self.finished = False  # message_stop or error: whatever follows is not read
@@ -182,7 +184,7 @@ class _Stream:
         self.started = True
         content = message.get("content")
         if not content:
-            return (response_start(message),)
+            return (response_start(message, self.context),)
         # The message may arrive with its content (and its stop_reason) already in it, e.g. a
         # programmatic tool call: read those blocks whole, keyed apart from streamed ones.
         if not isinstance(content, list):
@@ -193,7 +195,7 @@ class _Stream:
                 if k in message
             }
             self.start_usage = server_tool_usage(message.get("usage"))
-        parts: list[Part] = [response_start(message)]
+        parts: list[Part] = [response_start(message, self.context)]
         for position, block in enumerate(content):
             parts.extend(whole_block(f"m{position}", block, self.v, line))
         return parts

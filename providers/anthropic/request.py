@@ -81,7 +81,7 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
 def build_continuation(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
 ) -> UpstreamRequest:
-    if not paused.native_for(PROVIDER):
+    if not paused.native_for(PROVIDER, turn.host):
         raise ReplayError("only an Anthropic turn with its stored content blocks can be continued")
     return _request(history, turn, paused)
 
@@ -125,7 +125,8 @@ def api_version(history: Sequence[PriorTurn]) -> str:
 
 def web_search_tool(history: Sequence[PriorTurn], model: str) -> dict[str, Any]:
     for prior in reversed(history):
-        version = prior.tool_versions.get("web_search") if prior.provider == PROVIDER else None
+        version = (prior.tool_versions.get("web_search")
+                   if any(p.provider == PROVIDER for p in prior.payloads) else None)
         if version:
             return {"type": version, "name": "web_search"}
     legacy = model.startswith(_LEGACY_MODELS)
@@ -155,7 +156,7 @@ def _text_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": [{"type": "text", "text": text}]}
 
 
-def _messages(history: Sequence[PriorTurn]) -> list[dict[str, Any]]:
+def _messages(history: Sequence[PriorTurn], host: str = "") -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     native_before = False  # whether the agent turn before went back natively
     for prior in history:
@@ -165,7 +166,7 @@ def _messages(history: Sequence[PriorTurn]) -> list[dict[str, Any]]:
             if results or said:
                 messages.append({"role": "user", "content": [*results, *said]})
             continue
-        native_before = prior.native_for(PROVIDER)
+        native_before = prior.native_for(PROVIDER, host)
         if native_before:
             messages.extend(agent_messages(prior))
             continue
@@ -221,7 +222,7 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _request(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn | None
 ) -> UpstreamRequest:
-    messages = by_role(_messages(history), "content")
+    messages = by_role(_messages(history, turn.host), "content")
     if turn.prompt:
         messages.append(_text_message("user", turn.prompt))
     messages = _paired(by_role(messages, "content"))

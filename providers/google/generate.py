@@ -78,6 +78,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers import served
 from providers.google.common import (
     CANDIDATE,
     CODE_EXECUTION,
@@ -292,7 +293,7 @@ class Generate:
         self.response_id = as_str(data.get("responseId"))
         # The served model: the response's own word; the URL only when the response is silent.
         model = as_str(data.get("modelVersion")) or endpoint_model(self.context.endpoint)
-        yield ResponseStart(PROVIDER, model, self.response_id)
+        yield ResponseStart(served.provider(self.context, PROVIDER), model, self.response_id)
 
     def other_candidate(self, candidate: dict[str, Any]) -> Iterator[Part]:
         # Only candidate 0 is the turn; extra candidates (candidateCount > 1) are kept whole.

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from providers import served
 from providers.google.common import (
     CODE_EXECUTION,
     END_TURN,
@@ -135,7 +136,8 @@ class Interactions:
             or as_str(interaction.get("agent"))
             or endpoint_model(self.context.endpoint)
         )
-        yield ResponseStart(PROVIDER, model, as_str(interaction.get("id")))
+        yield ResponseStart(served.provider(self.context, PROVIDER), model,
+                            as_str(interaction.get("id")))
 
     # -- lifecycle events ------------------------------------------------------------------
 

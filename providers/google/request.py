@@ -61,7 +61,7 @@ def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
             if results or said:
                 contents.append({"role": "user", "parts": [*results, *said]})
             continue
-        native_before = prior.native_for(PROVIDER)
+        native_before = prior.native_for(PROVIDER, turn.host)
         if native_before:
             contents.extend(model_contents(prior))
         elif text := portable_text(prior):

@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers import served
+from providers.openai import groq
 from providers.openai.common import (
     ERROR,
     PROVIDER,
@@ -166,6 +168,10 @@ class _Choice:
     reasoning_details: list[Any] = field(default_factory=list)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     markers: _Markers | None = None  # Perplexity: the text's [n] markers, taken out
+    # Groq: the built-in tools it ran (``executed_tools``) by index, and which are reported.
+    executed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    executed_started: set[int] = field(default_factory=set)
+    executed_done: set[int] = field(default_factory=set)
     raw: list[str] = field(default_factory=list)  # the content as sent, when markers are out
     message_open: bool = False
     reasoning_open: bool = False
@@ -185,6 +191,7 @@ class Chat:
     """One Chat Completions response: a stream fed chunk by chunk, or a body (``body``)."""
 
     def __init__(self, context: WireContext) -> None:
+        self.context = context
         request = context.request if isinstance(context.request, dict) else {}
         self.version = tool_version(request.get("tools"))
         self.started = False
@@ -207,14 +214,9 @@ class Chat:
             return ()
         self.started = True
         self.response_id = as_str(data.get("id"))
-        if as_str(data.get("provider")):
-            provider = "openrouter"
-        elif isinstance(data.get("citations"), list) or isinstance(data.get("search_results"),
-                                                                   list):
-            provider = "perplexity"
-        else:
-            provider = PROVIDER
-        return (ResponseStart(provider, as_str(data.get("model")), self.response_id),)
+        model = as_str(data.get("model"))
+        return (ResponseStart(served.provider(self.context, PROVIDER, shown=_shown(data),
+                                              model=model), model, self.response_id),)
 
     def _perplexity(self, data: dict[str, Any]) -> None:
         """Perplexity's ``citations`` (and ``search_results``), once a chunk carries them."""
@@ -375,9 +377,29 @@ class Chat:
         for call in delta.get("tool_calls") or ():
             if isinstance(call, dict):
                 self._tool_call_delta(state, call)
+        if delta.get("executed_tools"):
+            yield from self._executed(state, delta["executed_tools"])
         if choice.get("finish_reason") is not None:
             state.finish = as_str(choice.get("finish_reason")) or "stop"
             yield from self._close(state)
+
+    def _executed(self, state: _Choice, entries: Any) -> list[Part]:
+        """Groq's built-in tool runs (``providers.openai.groq``): each started once, completed
+        once its outcome is in."""
+        out: list[Part] = []
+        prefix = self.response_id or "response"
+        if state.index:
+            prefix += f":{state.index}"
+        for index in groq.merge(state.executed, entries):
+            if index in state.executed_done:
+                continue
+            entry = state.executed[index]
+            out.extend(groq.activities(f"{prefix}:executed_tool:{index}", entry,
+                                       index in state.executed_started))
+            state.executed_started.add(index)
+            if groq.finished(entry):
+                state.executed_done.add(index)
+        return out
 
     def _strip_markers(self, state: _Choice, text: str) -> str:
         if state.markers is None:
@@ -448,6 +470,8 @@ class Chat:
                 message["refusal"] = "".join(state.refusal)
             if state.annotations:
                 message["annotations"] = state.annotations
+            if state.executed:
+                message["executed_tools"] = [state.executed[i] for i in sorted(state.executed)]
             if calls:
                 message["tool_calls"] = calls
             yield BlockEnd(state.key, self.payload(CHAT_MESSAGE, message))
@@ -493,6 +517,8 @@ class Chat:
                 yield TextDelta(state.reasoning_key, text)
                 yield BlockEnd(state.reasoning_key, self.payload(CHAT_REASONING, value))
                 break
+        if message.get("executed_tools"):  # run before the answer was written
+            yield from self._executed(state, message["executed_tools"])
         text = as_str(message.get("content"))
         refusal = as_str(message.get("refusal"))
         annotations = message.get("annotations")
@@ -530,6 +556,19 @@ class Chat:
         pieces.append(text[last:])
         clean = "".join(pieces)
         return clean, self._marker_citations(state, clean)
+
+
+def _shown(data: dict[str, Any]) -> str:
+    """The service a chunk or body shows served it ("" when it shows none): OpenRouter names
+    its upstream in ``provider``, Perplexity sends ``citations`` / ``search_results``, Groq
+    its ``x_groq`` object."""
+    if as_str(data.get("provider")):
+        return "openrouter"
+    if isinstance(data.get("citations"), list) or isinstance(data.get("search_results"), list):
+        return "perplexity"
+    if isinstance(data.get("x_groq"), dict):
+        return "groq"
+    return ""
 
 
 def _chat_citation(key: str, annotation: dict[str, Any], replay: Payload) -> Citation | None:

@@ -104,19 +104,20 @@ def output_items(turn: PriorTurn, store: bool = True) -> list[dict[str, Any]]:
     return found
 
 
-def _served_by_responses(turn: PriorTurn) -> bool:
-    return turn.native_for(PROVIDER) and any(p.format == items.ITEM for p in turn.payloads)
+def _served_by_responses(turn: PriorTurn, host: str) -> bool:
+    return turn.native_for(PROVIDER, host) and any(p.format == items.ITEM for p in turn.payloads)
 
 
-def _served_by_chat(turn: PriorTurn) -> bool:
-    return turn.native_for(PROVIDER) and any(p.format == chat.CHAT_MESSAGE for p in turn.payloads)
+def _served_by_chat(turn: PriorTurn, host: str) -> bool:
+    return (turn.native_for(PROVIDER, host)
+            and any(p.format == chat.CHAT_MESSAGE for p in turn.payloads))
 
 
 def _user_item(text: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
-def _previous_response(history: Sequence[PriorTurn]) -> tuple[str, int] | None:
+def _previous_response(history: Sequence[PriorTurn], host: str) -> tuple[str, int] | None:
     """The id of the last agent turn's last response, and where the history after it starts,
     when that response was kept upstream."""
     for index in range(len(history) - 1, -1, -1):
@@ -124,7 +125,7 @@ def _previous_response(history: Sequence[PriorTurn]) -> tuple[str, int] | None:
         if prior.role != "agent":
             continue
         request = prior.request
-        if (prior.provider != PROVIDER or not prior.response_ids or request is None
+        if (prior.provider != (host or PROVIDER) or not prior.response_ids or request is None
                 or request.get("store") is False):
             return None
         return prior.response_ids[-1], index + 1
@@ -133,7 +134,7 @@ def _previous_response(history: Sequence[PriorTurn]) -> tuple[str, int] | None:
 
 def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
     body: dict[str, Any] = {"model": turn.model, "stream": True, "store": turn.store}
-    previous = _previous_response(history) if turn.store else None
+    previous = _previous_response(history, turn.host) if turn.store else None
     if previous is not None:
         body["previous_response_id"], start = previous
         history = history[start:]
@@ -147,7 +148,7 @@ def _responses_request(history: Sequence[PriorTurn], turn: TurnRequest) -> Upstr
             if prior.text:
                 inputs.append(_user_item(prior.text))
             continue
-        native_before = _served_by_responses(prior)
+        native_before = _served_by_responses(prior, turn.host)
         if native_before:
             inputs.extend(output_items(prior, turn.store))
         elif text := portable_text(prior):
@@ -209,7 +210,7 @@ def _chat_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRe
         if prior.role == "user":
             if prior.text:
                 messages.append({"role": "user", "content": prior.text})
-        elif _served_by_chat(prior):
+        elif _served_by_chat(prior, turn.host):
             messages.extend(_chat_messages(prior))
         elif text := portable_text(prior):
             messages.append({"role": "assistant", "content": text})

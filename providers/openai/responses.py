@@ -43,7 +43,13 @@ Mapping:
   web_search input = ``{"action": type, "query"/"queries"/"url"/"pattern": ...}``; search
   ``sources`` -> ``Activity.sources``.
 * ``function_call`` / ``custom_tool_call`` -> ``ToolCall`` (at ``output_item.done`` only: a
-  call cut mid-arguments is never handed to the host).
+  call cut mid-arguments is never handed to the host), except in an xAI response the calls
+  xAI ran itself (``providers.openai.xai``): a hosted ``Activity`` (``x_search``,
+  ``view_media``, ...; input = its arguments and ``tool``, the function xAI ran), started
+  then completed or failed by the item's ``status``; they never make the end ``tool_use``.
+* Provenance: the provider that served the response (``providers.served``: the caller's word,
+  the host, OpenRouter's ``provider`` field, an xAI model name), the model as the response
+  names it.
 * Any other item type -> ``Artifact`` (kept whole). Unknown stream events are ignored (their
   items arrive whole in ``output_item.done``); ``obfuscation`` padding is ignored.
 * ``response.completed`` -> ``ResponseEnd`` (``tool_use`` when the response holds a client tool
@@ -60,6 +66,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers import served
+from providers.openai import xai
 from providers.openai.common import (
     ERROR,
     PROVIDER,
@@ -181,6 +189,12 @@ class Responses:
         self.context = context
         request = context.request if isinstance(context.request, dict) else {}
         self.version = tool_version(request.get("tools"))
+        self.served = served.provider(context, PROVIDER)
+        self.xai = False  # served by xAI, whose own tool calls look like client ones
+        # The client tools declared (request, then the response's echo); None: not known.
+        self.declared: set[str] | None = (
+            xai.client_tools(request["tools"]) if isinstance(request.get("tools"), list)
+            else None)
         self.started = False
         self.ended = False
         self.errored = False
@@ -239,12 +253,16 @@ class Responses:
         if "tools" in response:
             self.version = tool_version(response.get("tools"))
             self._servers(response.get("tools"))
+            if isinstance(response["tools"], list):
+                self.declared = (self.declared or set()) | xai.client_tools(response["tools"])
+        model = as_str(response.get("model"))
+        self.served = served.provider(self.context, PROVIDER, model=model,
+                                      shown=as_str(response.get("provider")))
+        self.xai = xai.PROVIDER in (self.served, served.by_model(model),
+                                    served.by_host(self.context.endpoint))
         return (
-            ResponseStart(
-                provider=as_str(response.get("provider")) or PROVIDER,
-                model=as_str(response.get("model")),
-                response_id=as_str(response.get("id")),
-            ),
+            ResponseStart(provider=self.served, model=model,
+                          response_id=as_str(response.get("id"))),
         )
 
     def _servers(self, tools: Any) -> None:
@@ -326,6 +344,11 @@ class Responses:
     def _pending_activities(self) -> Iterator[Part]:
         for state in self.items.values():
             name = _hosted(state.item)
+            server = self._server_call(state.item) if name is None else None
+            if server is not None and not state.activity_started:
+                state.activity_started = True  # a call xAI ran, cut before it finished
+                yield Activity(state.key, server, "started", xai.activity_input(state.item),
+                               payload=self.payload(ITEM, state.item))
             if name is not None and not state.activity_started:
                 state.activity_started = True
                 output = None
@@ -392,7 +415,11 @@ class Responses:
         elif kind == "tool_search_output" and item.get("execution") == "server":
             yield from self._tool_search_done(state)
         elif kind in CLIENT_TOOL_ITEMS:
-            yield from self._tool_call_done(state)
+            server = self._server_call(item)
+            if server is None:
+                yield from self._tool_call_done(state)
+            else:
+                yield from self._server_call_done(state, server)
         else:
             yield Artifact(
                 type=kind, summary=artifact_summary(item), payload=self.payload(ITEM, item)
@@ -561,6 +588,8 @@ class Responses:
             )
         if status == "completed":
             summary, sources, output = describe_result(item)
+            if self.xai and not sources:
+                summary = ""  # xAI keeps its tools' results to itself: none reported, not none
             # Positional: Activity(activity_id, name, state, input, summary, sources,
             # error_code, payload, output)
             yield Activity(
@@ -606,6 +635,32 @@ class Responses:
             if isinstance(data.get("output_format"), str):
                 state.item = {**state.item, "output_format": data["output_format"]}
         return ()
+
+    def _server_call(self, item: dict[str, Any]) -> str | None:
+        """The activity name of a tool call item the provider ran itself (xAI's server-side
+        tools: ``providers.openai.xai``), or None for a client tool call."""
+        if not self.xai or as_str(item.get("type")) not in CLIENT_TOOL_ITEMS:
+            return None
+        return xai.activity_name(item, self.declared)
+
+    def _server_call_done(self, state: _Item, name: str) -> Iterator[Part]:
+        """A call xAI ran itself: started, then completed or failed by its ``status`` (its
+        output stays on xAI's side: nothing to show but the call)."""
+        item = state.item
+        activity_input = xai.activity_input(item)
+        status = as_str(item.get("status"))
+        payload = self.payload(ITEM, item)
+        terminal = status in ("completed", "failed", "incomplete")
+        if not state.activity_started:
+            state.activity_started = True
+            yield Activity(state.key, name, "started", activity_input,
+                           payload=None if terminal else payload)
+        if status == "completed":
+            yield Activity(state.key, name, "completed", activity_input, payload=payload)
+        elif terminal:
+            code, message = item_error(item)
+            yield Activity(state.key, name, "failed", activity_input, clip(message) or code,
+                           error_code=code or status, payload=payload)
 
     def _tool_call_done(self, state: _Item) -> Iterator[Part]:
         item = state.item

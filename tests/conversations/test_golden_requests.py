@@ -21,6 +21,7 @@ import yaml
 from conversations import uploads
 from conversations.models import Conversation
 from conversations.replay import request_for_continuation, request_for_next_turn
+from providers import served
 from providers.requests import TurnRequest
 from tests.support import shared_path
 
@@ -72,17 +73,21 @@ def import_prefix(doc: dict[str, Any], upto: int, owner: Any) -> Conversation:
 
 
 def turn_request(provider: str, body: dict[str, Any], uri: str, prompt: str) -> TurnRequest:
-    """The TurnRequest that asks for what the golden request asked for."""
+    """The TurnRequest that asks for what the golden request asked for, of the service the
+    recorded request went to (Vertex AI, for some)."""
+    host = served.by_host(uri)
+    host = "" if host == provider else host
     if provider == "anthropic":
         tools = body.get("tools") or []
         thinking = body.get("thinking") or {}
         return TurnRequest(
             provider, body["model"], prompt,
             web_search=any(t.get("name") == "web_search" for t in tools),
-            max_tokens=body.get("max_tokens"), thinking=thinking.get("budget_tokens"))
+            max_tokens=body.get("max_tokens"), thinking=thinking.get("budget_tokens"),
+            host=host)
     model = uri.split("/models/")[1].split(":")[0]
     search = any("googleSearch" in t or "google_search" in t for t in body.get("tools") or [])
-    return TurnRequest(provider, model, prompt, web_search=search)
+    return TurnRequest(provider, model, prompt, web_search=search, host=host)
 
 
 def canonical(value: Any) -> Any:

@@ -13,7 +13,14 @@ from conversations.ingest import ResponseFile, assemble
 from streams import parts
 from streams.builder import EventBuilder
 from streams.registries import ALL, END_REASONS, Registry
-from tests.support import MORE_FIXTURES, PROVIDER_FIXTURES, REPO, SHARED, recorded
+from tests.support import (
+    FRESH_FIXTURES,
+    MORE_FIXTURES,
+    PROVIDER_FIXTURES,
+    REPO,
+    SHARED,
+    recorded,
+)
 
 SAMPLES = REPO / "live" / "samples"
 
@@ -124,6 +131,30 @@ SYNTHETIC = [
         {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "s", "name": "ask",
          "arguments": "{}"},
     ])),
+    # xAI's and Groq's own tools (the third set, providers-fresh, has an X search and a video).
+    ("openai", orjson.dumps({
+        "id": "x1", "object": "response", "model": "grok-4", "status": "completed",
+        "tools": [{"type": "web_search"}, {"type": "function", "name": "lookup"}],
+        "output": [
+            {"type": "custom_tool_call", "id": "ctc_1", "call_id": "xs_1", "name": "browse_page",
+             "input": '{"url": "https://example.org/"}', "status": "completed"},
+            {"type": "custom_tool_call", "id": "ctc_2", "call_id": "xs_2",
+             "name": "x_new_tool", "input": "{}", "status": "completed"},
+            {"type": "custom_tool_call", "id": "ctc_3", "call_id": "xs_3",
+             "name": "x_keyword_search", "input": '{"query": "q"}', "status": "completed"},
+            {"type": "custom_tool_call", "id": "ctc_4", "call_id": "xs_4", "name": "view_image",
+             "input": '{"image_url": "https://example.org/a.png"}', "status": "completed"}]})),
+    ("openai", orjson.dumps({
+        "id": "g1", "object": "chat.completion", "model": "groq/compound", "x_groq": {},
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "x", "executed_tools": [
+                {"index": 0, "type": "search", "arguments": '{"query": "q"}',
+                 "search_results": {"results": []}},
+                {"index": 1, "type": "visit", "arguments": '{"url": "https://example.org/"}',
+                 "output": "page"},
+                {"index": 2, "type": "python", "arguments": '{"code": "1"}', "output": "1"},
+                {"index": 3, "type": "wolfram_alpha", "arguments": '{"query": "1+1"}',
+                 "output": "2"}]}}]})),
     ("google", orjson.dumps({
         "candidates": [{"content": {"role": "model", "parts": [
             {"toolCall": {"toolType": "FILE_SEARCH", "id": "fs1"}},
@@ -143,7 +174,7 @@ def _inputs() -> list[tuple[str, bytes, providers.WireContext]]:
     for path in sorted(SAMPLES.glob("*.sse")):
         out.append((path.name.split("-")[0].replace("gemini", "google"), path.read_bytes(),
                     providers.WireContext()))
-    for fixtures in (PROVIDER_FIXTURES, MORE_FIXTURES):
+    for fixtures in (PROVIDER_FIXTURES, MORE_FIXTURES, FRESH_FIXTURES):
         if not fixtures.exists():
             continue
         for provider in ("anthropic", "openai", "google"):

@@ -100,9 +100,9 @@ def _sdk_errors(request: UpstreamRequest) -> list[str]:
 def _next_request(conversation: Conversation, turn: TurnRequest) -> UpstreamRequest:
     last = conversation.turns.order_by("-index").first()
     if (last is not None and last.role == "agent" and last.end_reason == "pause_turn"
-            and last.provider == turn.provider):
+            and last.provider == (turn.host or turn.provider)):
         return request_for_continuation(conversation, TurnRequest(
-            turn.provider, turn.model, web_search=turn.web_search), last.index)
+            turn.provider, turn.model, web_search=turn.web_search, host=turn.host), last.index)
     return request_for_next_turn(conversation, turn)
 
 
@@ -117,8 +117,11 @@ def test_the_next_request_validates_and_is_accepted(provider, paths):
 
 def _check(provider: str, name: str, conversation: Conversation, responses: list[bytes]) -> None:
     served = [s for s in (served_content(provider, raw) for raw in responses) if s]
+    # To the service that served it (a Vertex AI recording goes on on Vertex AI).
+    served_by = conversation.turns.filter(role="agent").values_list("provider", flat=True)
+    host = next((s for s in served_by if s and s != provider), "")
     own = TurnRequest(provider, MODELS[provider], "Go on, please.", web_search=True,
-                      max_tokens=2048)
+                      max_tokens=2048, host=host)
     if name in NOT_REPLAYABLE:
         with pytest.raises(ReplayError, match=NOT_REPLAYABLE[name]):
             _next_request(conversation, own)

@@ -258,7 +258,8 @@ def test_vertex_function_call_then_grounded_text_with_offset_drift() -> None:
     assert "aiplatform.googleapis.com/v1beta1/" in call_rec.url
 
     parts = parse_recorded(call_rec)
-    assert parts[0] == ResponseStart("google", "gemini-3-flash-preview", "5QlpatShBNyV3tMPkcCE2Ak")
+    # Vertex AI served it (the request went to aiplatform.googleapis.com): its provider.
+    assert parts[0] == ResponseStart("vertex", "gemini-3-flash-preview", "5QlpatShBNyV3tMPkcCE2Ak")
     assert not of(parts, BlockStart)
     (call,) = of(parts, ToolCall)
     assert (call.call_id, call.name, call.arguments) == ("vcyiitct", "get_user_city", {})
