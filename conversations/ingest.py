@@ -100,20 +100,27 @@ def _read(
     conversation: Conversation | None,
 ) -> _Read:
     builder, records = assemble(provider, files)
+    prompt = storable(redaction.redact_text(prompt))
+    return _turns(builder, records, owner=owner, title=title, conversation=conversation,
+                  prompt=[store.user_turn(prompt)] if prompt else [])
+
+
+def _turns(
+    builder: EventBuilder, records: list[EventRecord], *, owner: Any, title: str,
+    conversation: Conversation | None, prompt: list[store.NewTurn],
+) -> _Read:
     # Refused here, not by the store: a bulk batch would be written twice for it.
     provenance.validate(Turn.Role.AGENT, builder.provider, builder.model)
     title = storable(redaction.redact_text(title))
-    prompt = storable(redaction.redact_text(prompt))
-    turns = []
-    if prompt:
-        turns.append(store.user_turn(prompt))
+    first = next((r.text for t in prompt for r in t.records if r.kind == "message"), "")
+    turns = list(prompt)
     turns.append(store.NewTurn(
         Turn.Role.AGENT, records, status=builder.outcome.status,
         end_reason=builder.outcome.end_reason, responses=builder.responses,
         provider=builder.provider, model=builder.model, finished=True,
     ))
     into = conversation if conversation is not None else store.NewConversation(
-        title=title or title_for(prompt, records, builder), owner=owner)
+        title=title or title_for(first, records, builder), owner=owner)
     return _Read(builder, records, turns, into)
 
 
@@ -141,6 +148,33 @@ def ingest(
     """Store ``files`` (a response and its continuations) as one agent turn."""
     return _write(provider, _read(provider, files, owner=owner, title=title, prompt=prompt,
                                   conversation=conversation))
+
+
+def wire_parts(provider: str, response: ResponseFile) -> Iterator[Part]:
+    """The parts of one recorded response, as ``ingest`` reads them (redacted first)."""
+    return _parts(provider, response)
+
+
+def ingest_turn(
+    responses: Sequence[tuple[str, Iterable[Part]]],
+    *,
+    conversation: Conversation,
+    prompt: Sequence[EventRecord] = (),
+    bookkeeping: dict[str, str] | None = None,
+) -> IngestSummary:
+    """Store one agent turn from its responses' stream parts (an adapter's, ``wire_parts``,
+    or parts made from what a trace described), after a user turn holding ``prompt`` (when it
+    holds anything), through the one stream runner. ``bookkeeping`` is added to each
+    response's (where the turn came from: an OTLP span's trace and span ids)."""
+    builder, records = run.assemble(responses, limits=turn_limits())
+    records = redaction.redact_records(records)
+    for response in builder.responses:
+        response.update(bookkeeping or {})
+    user = ([store.NewTurn(Turn.Role.USER, redaction.redact_records(list(prompt)))]
+            if prompt else [])
+    read = _turns(builder, records, owner=conversation.owner, title="",
+                  conversation=conversation, prompt=user)
+    return _write(builder.provider or "unknown", read)
 
 
 @dataclass

@@ -172,6 +172,13 @@ class Turn(models.Model):
         return orjson.loads(self.responses)
 
     @property
+    def citations_not_sent(self) -> bool:
+        """Whether the turn was rebuilt from what an instrumentation described (an OTLP span
+        without the provider's response), which never carries citations: "none cited" cannot
+        be told from "none sent"."""
+        return '"citations":"not_sent"' in self.responses
+
+    @property
     def model_provenance(self) -> dict[str, str] | None:
         return provenance.agent_model(self.provider, self.model)
 

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through the live app's router, and the
-recording proxy (``/proxy/``) as a plain ASGI app ahead of Django (see ``proxy.app``: exact
+recording proxy (``/proxy/``) and the OTLP trace receiver (``/otlp/``) as plain ASGI apps ahead of
+Django (see ``proxy.app``: exact
 headers and next to no added latency)."""
 
 import gc
@@ -17,6 +18,7 @@ from live import bodies, transport  # noqa: E402
 from live.middleware import WebsocketSession  # noqa: E402
 from live.origins import ExactOriginValidator  # noqa: E402
 from live.routing import websocket_urlpatterns  # noqa: E402
+from otlp.app import routed as otlp_routed  # noqa: E402
 from proxy.app import redact_access_log, routed  # noqa: E402
 
 transport.send_immediately()  # daphne's sockets: a frame leaves when it is written
@@ -25,7 +27,7 @@ redact_access_log()  # the proxy's path tokens and ?key= never reach daphne's ac
 
 application = ProtocolTypeRouter(
     {
-        "http": routed(django_asgi_app),
+        "http": otlp_routed(routed(django_asgi_app)),
         "websocket": ExactOriginValidator(
             WebsocketSession(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

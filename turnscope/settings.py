@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "api",
     "live",
     "proxy",
+    "otlp",
 ]
 
 MIDDLEWARE = [
@@ -301,6 +302,11 @@ TURNSCOPE_MAX_CONTINUATIONS = int(os.environ.get("TURNSCOPE_MAX_CONTINUATIONS", 
 # A proxied request body larger than this is refused (413) and not forwarded.
 TURNSCOPE_PROXY_MAX_BODY_BYTES = int(
     os.environ.get("TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
+# The OTLP receiver (/otlp/v1/traces): the largest export body (as sent, and decompressed), and
+# how many exports are stored at once before the next is told to retry (429).
+TURNSCOPE_OTLP_MAX_BODY_BYTES = int(
+    os.environ.get("TURNSCOPE_OTLP_MAX_BODY_BYTES", 16 * 1024 * 1024))
+TURNSCOPE_OTLP_CONCURRENCY = int(os.environ.get("TURNSCOPE_OTLP_CONCURRENCY", 4))
 
 # How much one turn may hold: a response past either is refused whole (ingest, import: a 413 or
 # a command error, nothing written) or cut there (a live or proxied stream ends interrupted).
