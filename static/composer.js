@@ -126,6 +126,15 @@
       }
     });
 
+    // New conversation and Fork land on #composer: the browser focuses the box (the link's
+    // target) once the page has loaded, after this runs. Whatever focuses the box hands the
+    // focus on to the prompt field, so typing goes there.
+    var box = form.closest(".composer");
+    if (box) {
+      box.addEventListener("focus", function (e) {
+        if (e.target === box && !prompt.disabled) prompt.focus();
+      });
+    }
     if (location.hash === "#composer" && !prompt.disabled) prompt.focus();
     refresh();
     // a turn that starts or ends streaming changes a section's data-status (or replaces it)

@@ -1,0 +1,138 @@
+"""What a reader of ChatGPT or Claude.ai expects of the pages, in a real browser on a real
+daphne (issue 36): the prompt field has the focus after New conversation and Fork; the list
+does not scroll sideways at 360 px; the branches of a conversation show at each fork point,
+both ways; a whole answer is copied as markdown, each turn has a permalink, and a search
+inside a conversation finds turns the page has not loaded yet. Screenshots go to
+artifacts/reader-ui/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.live import e2e
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SHOTS = e2e.REPO / "artifacts" / "reader-ui"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reader-ui-e2e")
+    # A key makes the composer usable; nothing here sends, and nothing could leave the machine.
+    env = e2e.base_env(tmp, TURNSCOPE_PAGE_TURNS="4", OPENAI_API_KEY="sk-unused",
+                       TURNSCOPE_UPSTREAM_OPENAI="http://127.0.0.1:9")
+    setup = e2e.prepare(env)
+    made = subprocess.run([sys.executable, "-c", BRANCHES], cwd=e2e.REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+    setup.update(json.loads(made.stdout.strip().splitlines()[-1]))
+    server = e2e.Daphne(env, tmp / "daphne.log")
+    manager, browser = e2e.chromium()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield {"setup": setup, "server": server, "browser": browser}
+    browser.close()
+    manager.stop()
+    server.stop()
+
+
+# A conversation of several exchanges (more than a page of 4 turns), a fork of it, and a
+# re-run of its second answer: what the branch and search tests read.
+BRANCHES = r"""
+import json, django
+django.setup()
+from django.contrib.auth import get_user_model
+from conversations import forking, store
+from conversations.models import Conversation
+from conversations.models import Turn
+from streams.builder import EventRecord
+user = get_user_model().objects.get(username="e2e")
+
+def answer(text, provider="openai", model="gpt-5"):
+    return store.NewTurn(Turn.Role.AGENT, [EventRecord("message", text=text)],
+                         provider=provider, model=model, end_reason="end_turn", finished=True)
+
+turns = []
+for n in range(1, 6):
+    turns += [store.user_turn(f"Question {n}: what about topic {n}?"),
+              answer(f"## Answer {n}\n\nThe **answer** to question {n} is below." +
+                     (" The needle is here." if n == 1 else ""))]
+long, _ = store.record_turns(turns, store.NewConversation(title="Five questions", owner=user))
+fork = forking.fork(long, 2, owner=user, title="Five questions (fork)")
+store.record_turns([store.user_turn("A forked question"), answer("A forked answer.")], fork)
+rerun = forking.fork(long, 2, owner=user, title="Five questions (re-run)")
+store.record_turns([answer("A re-run answer.", "anthropic", "claude-sonnet-4-5")], rerun)
+print(json.dumps({"long": str(long.pk), "fork": str(fork.pk), "rerun": str(rerun.pk)}))
+"""
+
+
+def page_for(world, *, width=1024, height=800, **options):
+    context = world["browser"].new_context(viewport={"width": width, "height": height},
+                                           **options)
+    context.add_cookies([{"name": "sessionid", "value": world["setup"]["session"],
+                          "domain": "127.0.0.1", "path": "/"}])
+    page = context.new_page()
+    page.set_default_timeout(20000)
+    return page
+
+
+def focused(page) -> dict:
+    return page.evaluate("() => { const el = document.activeElement; "
+                         "return {tag: el.tagName, id: el.id, name: el.name || ''}; }")
+
+
+# -- 8: the prompt field has the focus ------------------------------------------------------
+
+
+def test_new_conversation_puts_the_focus_in_the_prompt_field(world):
+    page = page_for(world)
+    page.goto(world["server"].url + "/")
+    page.get_by_role("button", name="New conversation").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/c/*/#composer")
+    page.wait_for_load_state("load")
+    page.wait_for_function("() => document.activeElement && "
+                           "document.activeElement.id === 'composer-prompt'")
+    page.keyboard.type("Typed straight away")
+    assert page.input_value("#composer-prompt") == "Typed straight away"
+    assert focused(page)["id"] == "composer-prompt"
+    page.context.close()
+
+
+def test_fork_puts_the_focus_in_the_prompt_field(world):
+    page = page_for(world)
+    sample = world["setup"]["samples"]["anthropic-tides"]
+    page.goto(f"{world['server'].url}/c/{sample}/")
+    page.locator("section.turn.agent").first.get_by_role("link", name="Fork here").click()
+    page.get_by_role("button", name="Fork").click()
+    page.wait_for_url("**/c/*/#composer")
+    page.wait_for_load_state("load")
+    page.wait_for_function("() => document.activeElement && "
+                           "document.activeElement.id === 'composer-prompt'")
+    page.keyboard.type("Next question")
+    assert page.input_value("#composer-prompt") == "Next question"
+    page.context.close()
+
+
+# -- 9: no sideways scrolling at 360 px -----------------------------------------------------
+
+
+def test_the_list_does_not_scroll_sideways_at_360_px(world):
+    page = page_for(world, width=360, height=740)
+    page.goto(world["server"].url + "/")
+    widths = page.evaluate("""() => {
+      const root = document.documentElement;
+      const wide = Array.from(document.querySelectorAll('body *'))
+        .filter((el) => el.getBoundingClientRect().right > root.clientWidth + 0.5)
+        .map((el) => el.tagName.toLowerCase() + (el.name ? '[name=' + el.name + ']' : '')
+             + (el.className && typeof el.className === 'string' ? '.' + el.className : ''));
+      return {scroll: root.scrollWidth, client: root.clientWidth, wide: wide.slice(0, 8)};
+    }""")
+    page.screenshot(path=str(SHOTS / "list-360.png"), full_page=True)
+    assert widths["scroll"] <= widths["client"], widths
+    assert not widths["wide"], widths
+    page.context.close()
