@@ -147,6 +147,8 @@ def find(token: str) -> Share | None:
     share = Share.objects.select_related("conversation").filter(token_hash=_hash(token)).first()
     if share is None or share.expired:
         return None
+    if share.conversation.owner_id != share.owner_id:
+        return None  # the conversation changed hands: its former owner's links stop
     return share
 
 

@@ -191,6 +191,13 @@ def test_expiry_is_effective_at_once(conversation, alice):
         sharing.create(conversation, alice, expires="2d")
 
 
+def test_a_conversation_given_to_someone_else_closes_its_former_owners_links(
+        conversation, alice, django_user_model):
+    _, _, url = _share(conversation, alice)
+    store.set_owner(conversation, django_user_model.objects.create_user("carol"))
+    assert Client().get(url).status_code == 404
+
+
 def test_views_are_counted(conversation, alice, owner):
     share, _, url = _share(conversation, alice)
     for _ in range(3):
