@@ -66,7 +66,8 @@ def serve(
     """Run daphne until interrupted; ``on_ready()`` is started as a task on its loop. With
     ``proxy_headers`` the client's address, port and scheme are read from the
     ``X-Forwarded-For``, ``-Port`` and ``-Proto`` headers the proxy in front sets (per-client
-    limits, such as the login's, would otherwise count every client as the proxy)."""
+    limits, such as the login's, would otherwise count every client as the proxy), trusting
+    only ``TURNSCOPE_TRUSTED_PROXIES`` hops (``live.forwarded``)."""
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server  # installs the asyncio reactor: import it first
     from django.db import connections
@@ -83,6 +84,10 @@ def serve(
             lambda: defer.Deferred.fromFuture(loop.create_task(stop_live_tasks())),
         )
 
+    if proxy_headers:
+        from live import forwarded
+
+        forwarded.trust_configured_hops()  # X-Forwarded-For from the right, trusted hops only
     # What this thread opened while preparing: the reactor's loop never hands it back, so it
     # would stay open, idle, for the life of the process.
     connections.close_all()

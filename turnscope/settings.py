@@ -268,6 +268,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# serve --proxy-headers: the proxies in front whose X-Forwarded-For is believed, read from the
+# right: a number of hops, or their addresses / networks, comma-separated (live.forwarded).
+TURNSCOPE_TRUSTED_PROXIES = os.environ.get("TURNSCOPE_TRUSTED_PROXIES", "1")
+
 # Size limits for untrusted input.
 TURNSCOPE_MAX_UPLOAD_BYTES = int(os.environ.get("TURNSCOPE_MAX_UPLOAD_BYTES", 16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = TURNSCOPE_MAX_UPLOAD_BYTES

@@ -162,4 +162,7 @@ def test_behind_a_proxy_the_login_limit_counts_each_client_not_the_proxy(tmp_pat
             # The second failure uses up the limit: the page says so (429).
             assert [_login(base, "203.0.113.7", "wrong") for _ in range(2)] == [200, 429]
             assert _login(base, "203.0.113.7", "a-long-password-1") == 429
+            # a client that writes its own X-Forwarded-For ahead of what the proxy appends
+            # (nginx's $proxy_add_x_forwarded_for) is still the same client
+            assert _login(base, "198.51.100.99, 203.0.113.7", "wrong") == 429
             assert _login(base, "198.51.100.4", "a-long-password-1") == other_client
