@@ -35,6 +35,7 @@ from conversations.rendering import (
     RenderedTurn,
     render_turn,
 )
+from conversations.rendering import live as live_text
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
@@ -277,9 +278,17 @@ def snapshot_window(conversation: Conversation, snapshot: Snapshot, share: Any, 
 
 
 def _tail(turn: Turn) -> dict[str, Any] | None:
+    """The streaming block's text as the live view shows it: a message's finished markdown
+    blocks rendered (``rendering.live``, where the runner splits them too), the rest raw."""
     if turn.status != Turn.Status.STREAMING:
         return None
-    return streaming.current_tail(str(turn.id))
+    tail = streaming.current_tail(str(turn.id))
+    if tail and tail.get("kind") in ("message", None) and tail.get("text"):
+        finished, rest = live_text.split_finished(str(tail["text"]))
+        if finished:
+            tail = {**tail, "rendered_html": "".join(live_text.render_block(b)
+                                                     for b in finished), "rest": rest}
+    return tail
 
 
 class InvalidFilter(ValueError):

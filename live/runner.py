@@ -52,6 +52,7 @@ from django.db import transaction
 from conversations import provenance, redaction, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
+from conversations.rendering import live as live_text
 from live import protocol, publish, recovery, sources
 from live.models import Recording
 from streams import parts
@@ -259,6 +260,14 @@ class TurnRunner:
         self.tail_text: list[str] = []
         self.tail_cites: list[dict[str, str]] = []
         self.block_seq: int | None = None
+        # A message tail's finished markdown blocks, rendered once as they finish (the delta
+        # that finishes one carries its HTML: the live view shows only the rest raw).
+        self._splitter: live_text.BlockSplitter | None = None
+        # Whitespace the message run ended with before this tail (a text block that ended
+        # "minutes. " renders as "minutes.": the next block's text needs the space back when
+        # the live view joins it to that paragraph).
+        self._run_end = ""
+        self.tail_lead = ""
         self.pending: list[str] = []
         self.pending_cites: list[dict[str, str]] = []
         self.pending_records: list[EventRecord] = []  # completed, stored at the next flush
@@ -476,6 +485,11 @@ class TurnRunner:
     async def _open_tail(self, key: str, kind: str) -> None:
         self.tail_key, self.tail_kind = key, kind
         self.tail_text, self.tail_cites, self.block_seq = [], [], None
+        message = kind == "message"
+        self._splitter = live_text.BlockSplitter() if message else None
+        self.tail_lead = " " if message and self._run_end in (" ", "\t") else ""
+        if not message:
+            self._run_end = ""
         self._shown = redaction.LiveText()
 
     async def _write_tail(self) -> None:
@@ -499,6 +513,7 @@ class TurnRunner:
             "delta_seq": self.delta_seq,
             "block_seq": self.block_seq,
             "citations": list(self.tail_cites),
+            "lead": self.tail_lead,
         }
 
     async def _flush(self, then: dict[str, Any] | None = None) -> None:
@@ -555,14 +570,21 @@ class TurnRunner:
             self.block_seq = self.delta_seq
         self.tail_text.append(text)
         self.tail_cites.extend(cites)
+        finished = self._splitter.feed(text) if self._splitter is not None else []
         # The cache first: a fragment or state read after this delta arrives includes it.
         await self._write_tail()
-        return {
+        delta = {
             "type": "delta", "turn": str(self.turn.pk), "index": self.turn.index,
             "key": self.tail_key, "kind": self.tail_kind, "delta_seq": self.delta_seq,
             "block_seq": self.block_seq, "text": text, "citations": cites,
             "rx": rx if rx is not None else protocol.now_ts(),
         }
+        if finished:  # rendered once, here; the page keeps only the open rest raw
+            delta["rendered"] = [{"chars": len(b), "html": live_text.render_block(b)}
+                                 for b in finished]
+        if self.tail_lead and self.block_seq == self.delta_seq:
+            delta["lead"] = self.tail_lead
+        return delta
 
     async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
         """A block that closes the tail is stored at once (tail cleared first, then the store,
@@ -571,7 +593,11 @@ class TurnRunner:
         the window's flush, which stores them all in one transaction."""
         assert self.turn is not None
         self.pending_records.extend(records)
+        if any(r.kind != "message" for r in records):
+            self._run_end = ""  # the message run is broken: the next text starts a new one
         if closes_tail and self.tail_key is not None:
+            if self.tail_kind == "message":
+                self._run_end = "".join(self.tail_text)[-1:]
             self.tail_key, self.tail_kind = None, ""
             self.tail_text, self.tail_cites, self.block_seq = [], [], None
             await self._write_tail()

@@ -13,8 +13,10 @@
  * applied on top of the fetched fragment's tail by delta_seq, so nothing is lost or doubled.
  *
  * Streaming text is never parsed as HTML: it goes in with textContent. Only the open markdown
- * block of the tail is rewritten per delta; finished blocks (split at a blank line outside a code
- * fence) are appended once and left alone, so the cost of a turn grows linearly with its length.
+ * block of the tail is rewritten per delta; a message's finished blocks (split at a blank line
+ * outside a code fence, by the server) come rendered by the server in the delta that finished
+ * them (sanitized HTML, as a fragment is) and are appended once and left alone, so the cost of
+ * a turn grows linearly with its length. Reasoning stays raw text, split here the same way.
  */
 (function () {
   "use strict";
@@ -86,8 +88,12 @@
     this.deltaSeq = el.dataset.deltaSeq != null ? (parseInt(el.dataset.deltaSeq, 10) || 0) : null;
     this.blockSeq = null;
     var raw = el.textContent || "";
+    // A fragment rendered mid-stream holds the finished blocks rendered and the rest raw.
+    var rendered = el.querySelector(":scope > .tail-done");
+    var open = el.querySelector(":scope > .tail-open");
+    if (rendered) raw = open ? open.textContent : "";
     el.textContent = "";
-    this.done = document.createElement("div");
+    this.done = rendered || document.createElement("div");
     this.done.className = "tail-done";
     this.open = document.createElement("div");
     this.open.className = "tail-open";
@@ -98,8 +104,11 @@
     el.appendChild(this.cites);
     // Until its first block ends, text that continues the previous paragraph is shown inside
     // it, where the rendered text will be, so the layout does not jump when the block commits.
-    this.joinTo = continuedParagraph(el);
+    this.joinTo = rendered ? null : continuedParagraph(el);
     this.inline = null;
+    // The space the run's text before this tail ended with (its paragraph was rendered
+    // without it): put back where this tail's text joins that paragraph.
+    this.lead = el.dataset.lead || "";
     this.pending = "";   // text of the open markdown block
     this.scan = 0;       // where the next unscanned line of `pending` starts
     this.inFence = false;
@@ -119,15 +128,53 @@
         this.joinTo.appendChild(this.inline);
       }
     }
-    this.split();
+    if (this.el.dataset.kind !== "message") this.split();  // a message's: the server's
     this.show();
   };
 
   Tail.prototype.show = function () {
     var target = this.inline && this.joinTo ? this.inline : this.open;
     // Leading blank lines are the gap before a block (its margin), not text to show.
-    target.textContent = target === this.open ? this.pending.replace(/^\n+/, "") : this.pending;
+    target.textContent = target === this.open ? this.pending.replace(/^\n+/, "") : this.joined(this.pending);
     if (target !== this.open) this.open.textContent = "";
+  };
+
+  // Text joined to the previous paragraph, with the space that paragraph's text ended with.
+  Tail.prototype.joined = function (text) {
+    var before = this.joinTo ? this.joinTo.textContent : "";
+    return this.lead && !/\s$/.test(before) && !/^\s/.test(text) ? this.lead + text : text;
+  };
+
+  // The first `n` code points of `text` (the server counts code points; JS, UTF-16 units).
+  function codePoints(text, n) {
+    var i = 0;
+    while (n > 0 && i < text.length) {
+      var c = text.charCodeAt(i);
+      i += c >= 0xD800 && c <= 0xDBFF && i + 1 < text.length ? 2 : 1;
+      n--;
+    }
+    return i;
+  }
+
+  // Blocks the server finished and rendered: each replaces its raw text at the front of the
+  // open block, appended once.
+  Tail.prototype.rendered = function (blocks) {
+    for (var i = 0; i < blocks.length; i++) {
+      var cut = codePoints(this.pending, blocks[i].chars);
+      var raw = this.pending.slice(0, cut);
+      this.pending = this.pending.slice(cut);
+      this.scan = 0;
+      if (this.inline && this.joinTo) {
+        this.inline.textContent = this.joined(raw.replace(/\n+$/, ""));
+        this.joinTo = null;                  // later blocks are blocks of their own
+      } else {
+        var block = document.createElement("div");
+        block.className = "tail-block rendered";
+        block.innerHTML = blocks[i].html;    // the server's sanitized rendering
+        this.done.appendChild(block);
+      }
+    }
+    this.show();
   };
 
   // Move finished markdown blocks out of `pending`: a blank line outside a code fence ends one.
@@ -236,7 +283,9 @@
       if (m.block_seq === m.delta_seq) tail = nextTail(view); // this delta opens a block
       tail.blockSeq = m.block_seq;
       if (m.kind) tail.el.dataset.kind = m.kind;
+      if (m.lead) tail.lead = m.lead;
       if (m.text) tail.append(m.text);
+      if (m.rendered) tail.rendered(m.rendered);
       tail.addCitations(m.citations);
       tail.setSeq(m.delta_seq);
     });

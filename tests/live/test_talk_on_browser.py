@@ -117,3 +117,58 @@ def test_stop_stops_the_demos_live_replay(tmp_path):
             proc.kill()
         log.close()
         print("screenshots and the demo's log:", tmp_path)
+
+
+def new_conversation(page, base, password):
+    log_in(page, base, password)
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]+/#composer$"))
+    page.wait_for_function("() => document.getElementById('conversation')"
+                           ".dataset.live === 'open'")
+
+
+def test_every_providers_live_text_renders_as_markdown_while_it_streams(tmp_path):
+    """Issue 36, item 3: an OpenAI answer (one message item) streamed as raw markdown until it
+    completed; an Anthropic one lost a space where a text block ended ("minutes.The Moon's")."""
+    port = e2e.free_port()
+    manager, browser = e2e.chromium()
+    proc, log, password, _ = start_demo(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(30000)
+        new_conversation(page, base, password)
+
+        page.select_option("select[name=provider]", "openai")
+        send(page, "How often should I feed a sourdough starter?")
+        # while the turn streams, its finished blocks are rendered markdown, not raw
+        seen = page.wait_for_function(
+            "() => { const s = document.querySelector('section.turn.agent[data-index=\"1\"]');"
+            " if (!s || s.dataset.status !== 'streaming') return false;"
+            " const b = s.querySelector('.streaming-tail .tail-done strong');"
+            " return b ? s.querySelector('.streaming-tail').innerText : false; }").json_value()
+        assert "**" not in seen.split("Feeding.")[0] + "Feeding."
+        page.screenshot(path=str(tmp_path / "openai-streaming.png"), full_page=True)
+        page.wait_for_selector('section.turn.agent[data-index="1"][data-status="complete"]')
+        page.wait_for_function("() => !window.turnscopeLive.busy()")
+
+        page.select_option("select[name=provider]", "anthropic")
+        send(page, "Why are there two high tides a day?")
+        # the moment the next block's text joins the paragraph that ended "minutes. "
+        joined = page.wait_for_function(
+            "() => { const i = document.querySelector("
+            "'section.turn.agent[data-index=\"3\"] .tail-inline');"
+            " return i && /Moon/.test(i.textContent) ? i.parentElement.textContent : false; }",
+            polling=10).json_value()
+        assert "minutes. The Moon" in joined, joined
+        page.wait_for_selector('section.turn.agent[data-index="3"][data-status="complete"]')
+    finally:
+        browser.close()
+        manager.stop()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        print("screenshots and the demo's log:", tmp_path)
