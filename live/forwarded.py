@@ -97,12 +97,12 @@ def parse_x_forwarded_for(
     address = _address(found)
     result = [str(address) if address is not None else found, 0]
     scheme = original_scheme
-    if port_header_name and (ports := _values(headers, port_header_name)):
-        if ports[-1].strip().isdigit():
-            result[1] = int(ports[-1].strip())
-    if proto_header_name and (protos := _values(headers, proto_header_name)):
-        if protos[-1].strip().lower() in ("http", "https", "ws", "wss"):
-            scheme = protos[-1].strip().lower()
+    ports = _values(headers, port_header_name) if port_header_name else []
+    if ports and ports[-1].strip().isdigit():
+        result[1] = int(ports[-1].strip())
+    protos = _values(headers, proto_header_name) if proto_header_name else []
+    if protos and protos[-1].strip().lower() in ("http", "https", "ws", "wss"):
+        scheme = protos[-1].strip().lower()
     return result, scheme
 
 

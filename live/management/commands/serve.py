@@ -30,8 +30,8 @@ class Command(BaseCommand):
                             "STATIC_ROOT)")
         parser.add_argument("--proxy-headers", action="store_true",
                             help="behind a proxy: the client's address, port and scheme are "
-                            "the X-Forwarded-For, -Port and -Proto headers it sets, read from the right "
-                            "within TURNSCOPE_TRUSTED_PROXIES hops (default 1)")
+                            "the X-Forwarded-For, -Port and -Proto headers it sets, read from "
+                            "the right within TURNSCOPE_TRUSTED_PROXIES hops (default 1)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.check_migrations()  # says so when the database is behind the code
