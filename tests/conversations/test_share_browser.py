@@ -167,6 +167,9 @@ def test_shared_pages_have_no_axe_violations(live_server, shared_sample, browser
             assert page.locator(".composer, .turn-actions").count() == 0
         if path == "/shares/":
             assert page.locator("input[data-share-url]").input_value().endswith(f"/s/{token}/")
+        if path.startswith("/c/"):  # the Share form, open
+            page.locator("details.share > summary").click()
+            assert page.locator("#share-expires").is_visible()
         ARTIFACTS.mkdir(exist_ok=True)
         name = path.strip("/").split("/")[0] or "list"
         page.screenshot(path=str(ARTIFACTS / f"share-{name}-{scheme}.png"), full_page=True)
