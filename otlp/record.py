@@ -97,7 +97,7 @@ def _store(user: Any, call: spans.Call) -> Turn:
     bookkeeping = call.bookkeeping
     responses: list[tuple[str, Iterable[Part]]]
     if call.raw is not None:
-        context = providers.WireContext(request=_redacted(call.request))
+        context = providers.WireContext(request=_redacted(call.request), endpoint=call.url)
         responses = [(call.name, ingest.wire_parts(call.provider, ingest.ResponseFile(
             call.name, call.raw, context)))]
         try:
@@ -153,7 +153,8 @@ def _exchange(call: spans.Call) -> messages.Exchange:
     """What the request held: the earlier messages and the prompt (the newest user message,
     or the tool results it sends back)."""
     if call.raw is not None and call.request is not None:
-        return messages.read(call.provider, call.endpoint, _redacted(call.request))
+        return messages.read(call.provider, call.endpoint, _redacted(call.request),
+                             url=call.url or "")
     exchange = messages.Exchange(model=call.model)
     exchange.history = messages.normalize(
         (role, messages.clean(text)) for role, text in spans.history(call.inputs))

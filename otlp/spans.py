@@ -97,6 +97,7 @@ class Call:
     raw: bytes | None = None  # the provider's response, when the span carries it
     endpoint: str = ""  # "responses" / "chat" / "messages" / "generate" for ``raw``
     request: dict[str, Any] | None = None  # the provider request body, when carried
+    url: str | None = None  # the request's URL path, where the adapter needs it (Gemini)
     inputs: list[Message] = field(default_factory=list)  # the request's messages
     outputs: list[Message] = field(default_factory=list)  # the response's messages
     finish_reason: str = ""
@@ -215,12 +216,39 @@ def _openinference(span: Any, attrs: dict[str, Any]) -> Call:
     body = _json(output) if _str(attrs.get("output.mime_type")) == JSON_MIME else None
     if isinstance(body, dict) and provider in ("openai", "anthropic", "google"):
         call.raw = output.encode() if isinstance(output, str) else orjson.dumps(body)
+        if provider == "google" and "candidates" in body:
+            # The google-genai SDK's object, dumped with its Python field names: the wire's
+            # are their camelCase (the proto3 JSON mapping), which the adapter reads.
+            body = camel_keys(body)
+            call.raw = orjson.dumps(body)
         call.endpoint = ENDPOINTS.get(provider) or (
             "chat" if "choices" in body and body.get("object") != "response" else "responses")
         call.model = _str(body.get("model")) or _str(body.get("modelVersion")) or call.model
+        if provider == "google" and call.model and "/" not in call.model:
+            # Gemini names the model in the URL, which no span carries: the Gemini API's
+            # (the SDK's default, v1beta) with the span's model, as the adapter reads one.
+            call.url = f"/v1beta/models/{call.model}:generateContent"
     call.inputs = [_oi_message(m) for m in listed(nested(attrs, "llm.input_messages"))]
     call.outputs = [_oi_message(m) for m in listed(nested(attrs, "llm.output_messages"))]
     return call
+
+
+_OPAQUE = frozenset({"args", "response", "partial_args"})  # the app's own data: kept as is
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with every snake_case key in camelCase (``grounding_metadata`` →
+    ``groundingMetadata``), except inside a function call's arguments or result."""
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        head, *rest = key.split("_")
+        name = head + "".join(w[:1].upper() + w[1:] for w in rest) if rest and head else key
+        out[name] = item if key in _OPAQUE else camel_keys(item)
+    return out
 
 
 def _oi_message(entry: Any) -> Message:

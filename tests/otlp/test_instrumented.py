@@ -126,3 +126,37 @@ def test_openinference_chat_call_keeps_its_citations(upstream, otlp_url, token, 
     turn = agent_turn()
     expected = ingest("openai", [ResponseFile("chat", raw.read_bytes())], owner=owner).turn
     assert cited(turn) and cited(turn) == cited(expected)
+
+
+def test_openinference_anthropic_call_arrives_with_the_citations_ingest_stores(
+    upstream, otlp_url, token, owner, monkeypatch
+):
+    raw = provider_fixture("anthropic", "vercel-ai__anthropic-web-search-tool.1.json")
+    upstream.add(reply("anthropic", raw.read_bytes()))
+    with instrumented("openinference-anthropic", monkeypatch, otlp_url,
+                      f"X-Turnscope-Token={token}"):
+        sdk.anthropic_client(upstream.url).messages.create(
+            model="claude-sonnet-4-5", max_tokens=1024,
+            messages=[{"role": "user", "content": PROMPT}],
+            tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    turn = agent_turn()
+    expected = ingest("anthropic", [ResponseFile("anthropic", raw.read_bytes())],
+                      owner=owner).turn
+    assert cited(turn) and cited(turn) == cited(expected)
+    assert (turn.provider, turn.model) == (expected.provider, expected.model)
+
+
+def test_openinference_gemini_call_arrives_with_the_citations_ingest_stores(
+    upstream, otlp_url, token, owner, monkeypatch
+):
+    [recorded] = cassette_responses(provider_fixture(
+        "google", "pydantic-ai__test_google_model_web_search_tool.yaml"))[:1]
+    upstream.add(reply("google", recorded.raw))
+    model = recorded.url.split("/models/")[1].split(":")[0]
+    with instrumented("openinference-google", monkeypatch, otlp_url,
+                      f"X-Turnscope-Token={token}"):
+        google = sdk.google_client(upstream.url)  # kept: a dropped client closes its transport
+        google.models.generate_content(model=model, contents=PROMPT)
+    turn = agent_turn()
+    expected = ingest("google", [ResponseFile("google", recorded.raw)], owner=owner).turn
+    assert cited(turn) and cited(turn) == cited(expected)
