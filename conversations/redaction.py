@@ -76,7 +76,9 @@ _RULES = (
     _Rule(r"ya29\.[A-Za-z0-9_\-.]{20,}", ("ya29.",), boundary=True),
     _Rule(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_\-])", ("AKIA", "ASIA"), boundary=True),
     _Rule(r"hf_[A-Za-z0-9]{30,}", ("hf_",), boundary=True),
-    _Rule(r"gsk_[A-Za-z0-9]{30,}", ("gsk_",), boundary=True),
+    _Rule(r"gsk_[A-Za-z0-9]{30,}", ("gsk_",), boundary=True),  # Groq
+    _Rule(r"xai-[A-Za-z0-9]{30,}", ("xai-",), boundary=True),  # xAI
+    _Rule(r"pplx-[A-Za-z0-9]{30,}", ("pplx-",), boundary=True),  # Perplexity
     # A JWT (three base64url segments, the first two JSON objects).
     _Rule(r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ("eyJ",),
           boundary=True),

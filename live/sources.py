@@ -38,15 +38,20 @@ class WireResponse:
     api_version: str | None = None
     endpoint: str | None = None
     request: dict[str, Any] | None = None
+    served_by: str | None = None  # the service it was sent to, when known (``WireContext``)
 
     def context(self) -> providers.WireContext:
         return providers.WireContext(
-            api_version=self.api_version, request=self.request, endpoint=self.endpoint
+            api_version=self.api_version, request=self.request, endpoint=self.endpoint,
+            served_by=self.served_by,
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "raw": self.raw, "api_version": self.api_version,
-                "endpoint": self.endpoint, "request": self.request}
+        out = {"name": self.name, "raw": self.raw, "api_version": self.api_version,
+               "endpoint": self.endpoint, "request": self.request}
+        if self.served_by:
+            out["served_by"] = self.served_by
+        return out
 
 
 def pace(part: parts.Part) -> float:
@@ -67,7 +72,7 @@ def redacted(responses: list[WireResponse]) -> list[WireResponse]:
     (as ingest does): streamed deltas, events and the kept recording are all redacted, a key
     split across stream events too (``redact_wire``)."""
     return [WireResponse(r.name, redaction.redact_wire(r.raw), r.api_version, r.endpoint,
-                         r.request) for r in responses]
+                         r.request, r.served_by) for r in responses]
 
 
 def wire_responses(provider: str, responses: list[WireResponse]) -> list[Iterator[parts.Part]]:

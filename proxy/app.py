@@ -1,4 +1,6 @@
-"""The recording proxy's ASGI app: ``/proxy/<provider>/…`` and ``/proxy/t/<token>/<provider>/…``.
+"""The recording proxy's ASGI app: ``/proxy/<provider>/…`` and ``/proxy/t/<token>/<provider>/…``,
+where ``<provider>`` is a provider, ``azure``, ``vertex`` or a named upstream
+(``upstream.hosts``).
 
 It is routed ahead of Django (``turnscope.asgi``), on the daphne the app already runs: Django's
 middleware would add headers of its own (CSP, X-Frame-Options, cookies), refuse a POST without a
@@ -14,7 +16,8 @@ For each request:
 2. The request goes to the provider (``upstream.client``) with every header the app sent but the
    hop-by-hop ones, ``Host`` and Turnscope's own (``X-Turnscope-*``, and the browser's ``Cookie``
    and CSRF header: a logged-in browser opening a proxy URL sends them). The provider credentials
-   (``x-api-key``, ``Authorization``, ``x-goog-api-key``, ``?key=``) pass through and are kept
+   (``x-api-key``, ``Authorization``, ``x-goog-api-key``, ``?key=``, Azure's ``api-key``,
+   Vertex AI's ``Authorization: Bearer`` Google token) pass through and are kept
    nowhere: not in a recording, not in a log line. ``Accept-Encoding`` is narrowed to what the
    recorder can decode (gzip, deflate, identity).
 3. The app gets the provider's status, headers (less hop-by-hop ones and ``Set-Cookie``: the
@@ -39,6 +42,7 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
@@ -46,7 +50,7 @@ from live import runner as live_runner
 from proxy import endpoints, paths, priority, threads
 from proxy.recorder import Recorder
 from upstream import client as upstream
-from upstream import errors
+from upstream import errors, hosts
 
 log = logging.getLogger("turnscope.proxy")
 
@@ -91,7 +95,7 @@ def route(path: str) -> tuple[str, str, str] | None:
     if rest.startswith("t/"):
         token, _, rest = rest[2:].partition("/")
     provider, _, below = rest.partition("/")
-    if provider not in endpoints.PROVIDERS:
+    if hosts.find(provider) is None:  # a provider, Azure, Vertex AI or a named upstream
         return None
     return provider, "/" + below, token
 
@@ -209,10 +213,15 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     found = route(scope["path"])
     if found is None:
-        await _respond(send, 404, b'{"error": {"message": "Turnscope proxies /proxy/anthropic, '
-                       b'/proxy/openai and /proxy/google only."}}')
+        served = ", ".join(f"/proxy/{name}" for name in hosts.names())
+        await _respond(send, 404, orjson.dumps({"error": {"message": (
+            f"Turnscope proxies {served} only (Azure OpenAI once TURNSCOPE_UPSTREAM_AZURE is "
+            "set, other OpenAI-compatible hosts named in TURNSCOPE_UPSTREAMS).")}}))
         return
-    provider, path, path_token = found
+    service, path, path_token = found
+    host = hosts.find(service)
+    assert host is not None  # route found it
+    provider = hosts.wire_for(host, path)  # whose wire format, and error shape, it speaks
     problem = paths.refusal(path)
     if problem is not None:
         await _error(send, provider, 400, "invalid_path", problem + " Nothing was sent to the "
@@ -220,11 +229,12 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     path = paths.normalized(path)
     with priority.waiting() as first:  # forwarding comes before any recording
-        await _proxy(scope, receive, send, provider, path, path_token, first)
+        await _proxy(scope, receive, send, provider, path, path_token, first, service)
 
 
 async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, path: str,
-                 path_token: str, first: priority.FirstByte) -> None:
+                 path_token: str, first: priority.FirstByte, service: str = "") -> None:
+    service = service or provider
     headers = list(scope.get("headers") or [])
     limit = int(getattr(settings, "TURNSCOPE_PROXY_MAX_BODY_BYTES", 32 * 1024 * 1024))
     declared = _header(headers, b"content-length")
@@ -245,7 +255,7 @@ async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, 
     if user is None:
         await _error(send, provider, 401, "invalid_turnscope_token",
                      "Turnscope needs a valid token (X-Turnscope-Token header, or the base URL "
-                     "/proxy/t/<token>/" + provider + "); nothing was sent to the provider.")
+                     "/proxy/t/<token>/" + service + "); nothing was sent to the provider.")
         return
     conversation = None
     wanted = _header(headers, CONVERSATION_HEADER)
@@ -258,8 +268,8 @@ async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, 
             return
     method = scope["method"]
     query = scope.get("query_string", b"")
-    target = upstream.url(provider, paths.encoded(path), query)
-    endpoint = endpoints.recorded(provider, method, path)
+    target = upstream.url(service, paths.encoded(path), query)
+    endpoint = endpoints.recorded(service, method, path)
     recorder = None
     if endpoint is not None:
         recorder = Recorder(user=user, endpoint=endpoint, body=body, url=target,

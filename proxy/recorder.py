@@ -184,11 +184,11 @@ class Recorder:
         raw = redaction.redact_wire(b"".join(self.raw)).decode("utf-8", "replace")
         return WireResponse(name=f"{self.provider} {self.endpoint.path}", raw=raw,
                             api_version=self.api_version, endpoint=self.url,
-                            request=self.request)
+                            request=self.request, served_by=self.endpoint.served_by)
 
     def _context(self) -> providers.WireContext:
         return providers.WireContext(api_version=self.api_version, request=self.request,
-                                     endpoint=self.url)
+                                     endpoint=self.url, served_by=self.endpoint.served_by)
 
     async def _chunk_stream(self) -> AsyncIterator[bytes]:
         """The response body as recorded: decoded (gzip / deflate) and redacted a whole line at

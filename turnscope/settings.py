@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from upstream.hosts import parse_upstreams
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TURNSCOPE_VAR_DIR", BASE_DIR / "var"))
 
@@ -295,7 +297,14 @@ TURNSCOPE_UPSTREAM = {
     "openai": os.environ.get("TURNSCOPE_UPSTREAM_OPENAI", "https://api.openai.com"),
     "google": os.environ.get("TURNSCOPE_UPSTREAM_GOOGLE",
                              "https://generativelanguage.googleapis.com"),
+    # Azure OpenAI: the resource's endpoint (the Azure SDK's own variable when ours is unset).
+    "azure": os.environ.get("TURNSCOPE_UPSTREAM_AZURE", "")
+    or os.environ.get("AZURE_OPENAI_ENDPOINT", ""),
+    # Vertex AI: unset, each request goes to the regional endpoint its path names.
+    "vertex": os.environ.get("TURNSCOPE_UPSTREAM_VERTEX", ""),
 }
+# Named OpenAI-compatible upstreams, /proxy/<name>/: "xai=https://api.x.ai,groq=...".
+TURNSCOPE_UPSTREAMS = parse_upstreams(os.environ.get("TURNSCOPE_UPSTREAMS", ""))
 TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT = float(
     os.environ.get("TURNSCOPE_UPSTREAM_CONNECT_TIMEOUT", 10))
 # Per read: a stream may be silent for minutes while the model thinks.

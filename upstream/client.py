@@ -28,6 +28,8 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 import httpx
 from django.conf import settings
 
+from upstream import hosts
+
 PUBLIC_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
     "openai": "https://api.openai.com",
@@ -59,10 +61,19 @@ def base_url(provider: str) -> str:
 
 
 def url(provider: str, path: str, query: str | bytes = "") -> str:
-    """``path`` (and the raw ``query`` string, kept as it came) under ``provider``'s base URL."""
+    """``path`` (and the raw ``query`` string, kept as it came) under the base URL of
+    ``provider``: one of the three providers' APIs, or a service of ``upstream.hosts`` (Azure
+    OpenAI, Vertex AI, a named upstream)."""
     if isinstance(query, bytes):
         query = query.decode("latin-1")
-    full = base_url(provider) + "/" + path.lstrip("/")
+    if provider in PUBLIC_BASE_URLS:
+        base = base_url(provider)
+    else:
+        host = hosts.find(provider)
+        if host is None:
+            raise UnknownProvider(f"unknown provider {provider!r}")
+        base = hosts.base_url(host, path)
+    full = base + "/" + path.lstrip("/")
     return f"{full}?{query}" if query else full
 
 
