@@ -421,3 +421,35 @@ def test_the_details_event_carries_the_messages(url, token):
     assert post(url, body, token).status_code == 200
     [turn] = agent_turns()
     assert texts(turn) == ["The moon."]
+
+
+OPENINFERENCE = {"_name": "ChatCompletion", "openinference.span.kind": "LLM",
+                 "llm.system": "openai", "llm.model_name": "gpt-4o-2024-08-06",
+                 "input.value": orjson.dumps({"model": "gpt-4o", "messages": [
+                     {"role": "user", "content": "Tides?"}]}).decode(),
+                 "input.mime_type": "application/json",
+                 "llm.input_messages.0.message.role": "user",
+                 "llm.input_messages.0.message.content": "Tides?",
+                 "llm.output_messages.0.message.role": "assistant",
+                 "llm.output_messages.0.message.content": "The moon.",
+                 "llm.finish_reason": "stop"}
+
+
+def test_openinference_messages_without_the_response_are_a_skeleton(url, token):
+    assert post(url, export(OPENINFERENCE).SerializeToString(), token).status_code == 200
+    [turn] = agent_turns()
+    assert texts(turn) == ["The moon."]
+    [kept] = turn.responses_list
+    assert kept["instrumentation"] == "openinference" and kept["citations"] == "not_sent"
+
+
+def test_a_raw_response_the_adapter_cannot_read_falls_back_to_the_skeleton(url, token):
+    span = {**OPENINFERENCE, "output.value": '{"object": "chat.completion", "choices": 7}',
+            "output.mime_type": "application/json"}
+    assert post(url, export(span).SerializeToString(), token).status_code == 200
+    [turn] = agent_turns()
+    assert texts(turn) == ["The moon."]
+    [kept] = turn.responses_list
+    assert kept["citations"] == "not_sent" and kept["raw_unreadable"]
+    [user] = turn.conversation.turns.filter(role=Turn.Role.USER)
+    assert texts(user) == ["Tides?"]
