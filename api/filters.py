@@ -10,7 +10,7 @@ from rest_framework.exceptions import ValidationError
 
 from api.http import text_param
 from conversations import search
-from conversations.domains import DOMAIN
+from conversations.domains import DOMAIN, query_domain
 from conversations.models import Conversation
 
 FILTERS = {
@@ -27,10 +27,7 @@ def filter_conversations(queryset: QuerySet[Conversation], request: Any) -> Quer
     q = text_param(request, "q", max_length=200).strip()
     provider = text_param(request, "provider", max_length=64).strip()
     model = text_param(request, "model", max_length=200).strip()
-    domain = text_param(request, "domain", max_length=253).strip().lower().rstrip(".")
-    if domain:
-        if domain.startswith("www."):
-            domain = domain[4:]
-        if not DOMAIN.match(domain):
-            raise ValidationError({"domain": "must be a host name such as example.com"})
+    domain = query_domain(text_param(request, "domain", max_length=2000))
+    if domain and not DOMAIN.match(domain):  # a host name, or a pasted URL's host
+        raise ValidationError({"domain": "must be a host name such as example.com"})
     return search.filtered(queryset, query=q, provider=provider, model=model, domain=domain)

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from conversations import cache_rows, search, streaming
+from conversations import cache_rows, domains, search, streaming
 from conversations.models import (
     Conversation,
     Event,
@@ -316,7 +316,7 @@ def conversation_rows(
     for name, value in (("q", query), ("provider", provider), ("model", model),
                         ("domain", domain)):
         check_filter_text(name, value)
-    domain = domain.lower().rstrip(".").removeprefix("www.")
+    domain = domains.query_domain(domain)  # a host, or a pasted URL's
     qs = search.filtered(Conversation.objects.visible_to(user), query=query,
                          provider=provider, model=model, domain=domain)
     return qs.order_by("-updated_at", "-id")

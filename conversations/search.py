@@ -54,6 +54,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.lookups import In
 from django.utils.safestring import SafeString, mark_safe
 
+from conversations.domains import source_domains
 from conversations.models import (
     Attribution,
     Conversation,
@@ -165,9 +166,9 @@ class Pending:
         if (title or url) and (title, url) not in self._sources:
             self._sources.add((title, url))
             self.docs.append((SearchDoc.Source.SOURCE, source_text(title, url)))
-        if domain:
-            self.facets[(DOMAIN, domain)] = None
-            for site in sites(domain):
+        for found in source_domains(url, title, domain):
+            self.facets[(DOMAIN, found)] = None
+            for site in sites(found):
                 self.facets[(SITE, site)] = None
 
     def provenance(self, provider: str, model: str) -> None:
@@ -716,15 +717,8 @@ def rebuild(using: str = "default", *, counts: bool = True) -> None:
                            f"WHERE {q(kind)} <> ''", [kind])
         for statement, params in served_sql(connection):
             cursor.execute(statement, params)
-        cursor.execute(f"SELECT DISTINCT e.{q('conversation_id')}, a.{q('domain')} FROM "
-                       f"{t[Attribution]} a JOIN {t[Event]} e ON e.{q('id')} = a.{q('event_id')}"
-                       f" WHERE a.{q('domain')} <> ''")
-        rows: list[tuple[Any, str, str]] = []
-        for conversation_id, domain in cursor.fetchall():
-            rows.append((conversation_id, DOMAIN, domain))
-            rows += [(conversation_id, SITE, site) for site in sites(domain)]
         with connection.cursor() as writer:
-            writer.executemany(_Sql.of(connection).facet, rows)
+            writer.executemany(_Sql.of(connection).facet, domain_facet_rows(connection))
         for statement in recount_sql(connection) if counts else ():
             cursor.execute(statement)
         cursor.execute(
@@ -734,6 +728,41 @@ def rebuild(using: str = "default", *, counts: bool = True) -> None:
             f"ON c.{q('id')} = f.{q('conversation_id')} WHERE f.{q('kind')} IN (%s, %s, %s) "
             f"GROUP BY COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, f.{q('value')}",
             list(COUNTED))
+
+
+def domain_facet_rows(connection: Any) -> list[tuple[Any, str, str]]:
+    """Every conversation's domain and site facets, from its attributions: each source's host
+    and the domain its title shows the reader (``domains.source_domains``)."""
+    q = connection.ops.quote_name
+    attributions, events = q(Attribution._meta.db_table), q(Event._meta.db_table)
+    rows: dict[tuple[Any, str, str], None] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT e.{q('conversation_id')}, a.{q('domain')}, "
+                       f"a.{q('title')} FROM {attributions} a JOIN {events} e "
+                       f"ON e.{q('id')} = a.{q('event_id')} "
+                       f"WHERE a.{q('domain')} <> '' OR a.{q('title')} <> ''")
+        for conversation_id, domain, title in cursor.fetchall():
+            for found in source_domains("", title or "", domain or ""):
+                rows[(conversation_id, DOMAIN, found)] = None
+                for site in sites(found):
+                    rows[(conversation_id, SITE, site)] = None
+    return list(rows)
+
+
+def recount_domain_facets(connection: Any) -> None:
+    """The domain choices' counts (``FacetCount``) again from the facets (a backfill's end)."""
+    q = connection.ops.quote_name
+    counts, facets = q(FacetCount._meta.db_table), q(ConversationFacet._meta.db_table)
+    conversations = q(Conversation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {counts} WHERE {q('kind')} = %s", [DOMAIN])
+        cursor.execute(
+            f"INSERT INTO {counts} ({q('owner_key')}, {q('kind')}, {q('value')}, "
+            f"{q('conversations')}) SELECT COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, "
+            f"f.{q('value')}, COUNT(*) FROM {facets} f JOIN {conversations} c "
+            f"ON c.{q('id')} = f.{q('conversation_id')} WHERE f.{q('kind')} = %s "
+            f"GROUP BY COALESCE(c.{q('owner_id')}, 0), f.{q('kind')}, f.{q('value')}",
+            [DOMAIN])
 
 
 def served_sql(connection: Any) -> list[tuple[str, list[Any]]]:

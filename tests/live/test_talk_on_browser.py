@@ -172,3 +172,36 @@ def test_every_providers_live_text_renders_as_markdown_while_it_streams(tmp_path
             proc.kill()
         log.close()
         print("screenshots and the demo's log:", tmp_path)
+
+
+def test_the_cited_domain_filter_finds_what_the_reader_sees(tmp_path):
+    """Issue 36, item 5: the Gemini answer shows maritime-history.example; the filter found 0
+    conversations for it (and 2 for vertexaisearch.cloud.google.com). A pasted URL finds its
+    domain."""
+    port = e2e.free_port()
+    manager, browser = e2e.chromium()
+    proc, log, password, _ = start_demo(tmp_path, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(30000)
+        log_in(page, base, password)
+        for typed in ("maritime-history.example",
+                      "https://www.maritime-history.example/pharos-of-alexandria"):
+            page.fill("input[name=domain]", typed)
+            page.get_by_role("button", name="Filter").click()
+            page.wait_for_load_state()
+            rows = page.locator(".conversation-row")
+            assert rows.count() == 1, page.locator("main").inner_text()
+            assert "ighthouse" in rows.first.inner_text()
+        page.screenshot(path=str(tmp_path / "domain-filter.png"), full_page=True)
+    finally:
+        browser.close()
+        manager.stop()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        print("screenshots and the demo's log:", tmp_path)
