@@ -342,8 +342,10 @@ class ConversationExportView(ApiView):
         # Streamed a batch of turns at a time: a 5,000-turn conversation is never in memory.
         response = streaming_response(request._request, export_stream(conversation, fmt,
                                                                        projection), content_type)
+        # The two JSON projections are different documents: different file names.
+        suffix = "-native" if fmt == "json" and projection == "native" else ""
         response["Content-Disposition"] = (
-            f'attachment; filename="conversation-{conversation.pk}.{extension}"'
+            f'attachment; filename="conversation-{conversation.pk}{suffix}.{extension}"'
         )
         return response
 

@@ -18,6 +18,7 @@ import providers
 from conversations import provenance, redaction, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
+from conversations.rendering.plain import plain_line
 from streams import run
 from streams.bodies import ActivityBody
 from streams.builder import EventBuilder, EventRecord, storable
@@ -273,8 +274,8 @@ def title_for(prompt: str, records: list[EventRecord], builder: EventBuilder) ->
     """A conversation title from its prompt, else its first message, else who served it."""
     source = prompt or next((r.text for r in records if r.kind == "message" and r.text), "")
     # The first line of text, without the markdown that opens it ("### ", "> ", "- ", "**").
-    first_line = next((line.strip().lstrip("#>*-_ ").rstrip("*_ ") for line in
-                       source.splitlines() if line.strip().lstrip("#>*-_ ")), "")
+    first_line = next((plain for line in source.splitlines()
+                       if (plain := plain_line(line).strip())), "")
     if first_line:
         return first_line[:117] + "…" if len(first_line) > 120 else first_line
     return " · ".join(x for x in (builder.provider, builder.model) if x) or "Untitled"

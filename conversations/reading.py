@@ -36,6 +36,7 @@ from conversations.rendering import (
     render_turn,
 )
 from conversations.rendering import live as live_text
+from conversations.rendering.plain import plain_line, plain_text
 
 _VERSION = str(RENDERER_VERSION)
 FRAGMENT_TEMPLATE = "conversations/_turn.html"
@@ -430,6 +431,7 @@ def list_page(qs: QuerySet[Conversation], *, after: str = "", before: str = "",
     # A row whose shown first line holds the match marks it there; the others get the
     # passage of their first matching message or source (one query for them).
     for row in rows:
+        row.first_user_text = plain_text(row.first_user_text or "")
         row.first_marked = (search.marked_head(row.first_user_text or "", query, FIRST_LINE)
                             if query else None)
     unmarked = [row.pk for row in rows if row.first_marked is None]
@@ -465,7 +467,7 @@ def label_rows(rows: list[Conversation], viewer: Any) -> None:
     link = reverse("conversation-detail", args=[_LINK_ID])
     for row in rows:
         row.url = link.replace(str(_LINK_ID), str(row.pk))
-        row.shown_title = row.title or "Untitled"
+        row.shown_title = plain_line(row.title) or "Untitled"
         first = getattr(row, "first_user_text", "") or ""
         row.shown_first = getattr(row, "first_marked", None) or "".join(
             search.cut(first, FIRST_LINE))

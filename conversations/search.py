@@ -64,6 +64,7 @@ from conversations.models import (
     SearchDoc,
     Turn,
 )
+from conversations.rendering.plain import plain_text
 from streams.bodies import ActivityBody
 
 DOMAIN, SITE, PROVIDER, MODEL = "domain", "site", "provider", "model"
@@ -672,7 +673,9 @@ def snippets(conversation_ids: Iterable[Any], query: str,
     with connection.cursor() as cursor:
         cursor.execute(sql, [*keys, SearchDoc.Source.TITLE, _like(query)])
         for key, body in cursor.fetchall():
-            marked = snippet(body, query)
+            # The passage as the reader sees it: without its markdown syntax, unless the
+            # match is in that syntax.
+            marked = snippet(plain_text(body), query) or snippet(body, query)
             pk = by_key.get(str(key))
             if marked is not None and pk is not None:
                 out[pk] = marked

@@ -103,6 +103,7 @@ def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpRespo
         "turns": window.views,
         "window": window,
         "rerun_of": _rerun_of(conversation),
+        "forked_from": _forked_from(request, conversation),
         "last_seq": conversation.next_seq - 1,
         "owned": conversation.owner_id == request.user.pk,
         "discard_when_done": discard.marked(conversation.pk),
@@ -146,6 +147,15 @@ def turn_compare(request: HttpRequest, conversation_id: str, index: int) -> Http
         "columns": list(zip(comparison.answers, views, strict=True)),
         "both": len(comparison.answers) == 2,
     })
+
+
+def _forked_from(request: HttpRequest, conversation: Conversation) -> Conversation | None:
+    """The conversation this one was forked from, when the reader may open it (named and
+    linked on the page; otherwise the page only says there is one)."""
+    if conversation.forked_from_id is None:
+        return None
+    return Conversation.objects.visible_to(request.user).filter(
+        pk=conversation.forked_from_id).only("pk", "title").first()
 
 
 def _rerun_of(conversation: Conversation) -> int | None:

@@ -39,11 +39,12 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, redaction, replay
+from conversations import forking, ingest, redaction, replay, store
 from conversations.models import Conversation, Event, Turn
 from live import runner as live_runner
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from streams import parts
+from streams.builder import EventBuilder
 from upstream import client, errors
 
 log = logging.getLogger("turnscope.live")
@@ -244,6 +245,10 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
         except (ReplayError, ValueError) as exc:
             raise CallError(f"The request cannot be built from this conversation: {exc}"
                             ) from None
+        if not locked.title.strip() and ask.prompt.strip():
+            # An untitled conversation is titled from its first prompt, as the proxy does.
+            store.rename_conversation(locked, redaction.redact_text(
+                ingest.title_for(ask.prompt, [], EventBuilder())))
         opened = live_runner.open_turns(locked, ask.prompt, None,
                                         agent_id=RECORDED_AGENT if recorded else None)
     return locked, opened, request

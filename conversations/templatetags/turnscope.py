@@ -4,6 +4,8 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from conversations.rendering.plain import plain_line
+
 register = template.Library()
 
 _ACTIVITY_LABELS = {
@@ -28,3 +30,10 @@ def ago(value: datetime | None) -> str:
 def activity_label(name: str) -> str:
     """A hosted activity's display name: "web_search" -> "Web search"."""
     return _ACTIVITY_LABELS.get(name) or name.replace("_", " ").capitalize()
+
+
+@register.filter
+def plain_title(title: str) -> str:
+    """A title as plain text: "## **Tides**" reads "Tides" (the markdown syntax a title taken
+    from a message kept is not shown)."""
+    return plain_line(title or "").strip()

@@ -142,3 +142,19 @@ def test_fork_here_then_rerun_then_compare(client, owner, upstream):
     # seen from the re-run, the same family
     again = client.get(f"/c/{branch.pk}/turns/1/compare/").content.decode()
     assert again.count('class="compare-column"') == 2
+
+
+def test_the_first_prompt_titles_an_untitled_conversation(owner, upstream):
+    upstream.add(reply("anthropic", TIDES))
+    conversation = store.create_conversation(owner=owner)
+    post_and_wait(owner, f"/c/{conversation.pk}/send/", {
+        "prompt": "## Why are there **two** tides?\nSecond line", "provider": "anthropic",
+        "model": "claude-sonnet-4-5"})
+    conversation.refresh_from_db()
+    assert conversation.title == "Why are there two tides?"
+    named = store.create_conversation(owner=owner, title="Kept")
+    upstream.add(reply("anthropic", TIDES))
+    post_and_wait(owner, f"/c/{named.pk}/send/", {
+        "prompt": PROMPT, "provider": "anthropic", "model": "claude-sonnet-4-5"})
+    named.refresh_from_db()
+    assert named.title == "Kept"
