@@ -50,9 +50,10 @@ def _errors(*codes: int) -> dict[int, Any]:
 
 
 class AskSerializer(serializers.Serializer):
-    provider = serializers.ChoiceField(choices=list(calls.PROVIDERS),
-                                       help_text="Who answers (its key comes from the server's "
-                                       "environment; without one, the recorded provider).")
+    provider = serializers.CharField(
+        max_length=64, help_text="Who answers: anthropic, openai, google, or azure / a named "
+        "upstream (TURNSCOPE_UPSTREAMS) when configured; its key comes from the server's "
+        "environment (without one, the recorded provider answers the first three).")
     model = serializers.CharField(max_length=200)
     web_search = serializers.BooleanField(default=True,
                                           help_text="Offer the provider's hosted web search.")

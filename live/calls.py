@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -42,6 +43,7 @@ import providers
 from conversations import forking, ingest, redaction, replay, store
 from conversations.models import Conversation, Event, Turn
 from live import runner as live_runner
+from live import services
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from streams import parts
 from streams.builder import EventBuilder
@@ -121,6 +123,11 @@ def provider_options() -> list[ProviderOption]:
             out.append(ProviderOption(provider, LABELS[provider], False, False,
                                       f"No {variable} in the server's environment.",
                                       MODELS[provider]))
+    for service in services.services():  # Azure OpenAI, named upstreams (``live.services``)
+        enabled = bool(services.key(service))
+        out.append(ProviderOption(service.name, service.label, enabled, False, "" if enabled
+                                  else f"No {service.key_variable} in the server's environment.",
+                                  service.models))
     return out
 
 
@@ -159,14 +166,33 @@ class Route:
     provider: str
     recorded: bool
 
+    @property
+    def service(self) -> services.Service | None:
+        return None if self.provider in PROVIDERS else services.find(self.provider)
+
+    @property
+    def wire(self) -> str:
+        """The provider whose wire format the service speaks (its adapter, its error shape)."""
+        return self.provider if self.provider in PROVIDERS else services.WIRE
+
     def url(self, request: UpstreamRequest) -> str:
         if self.recorded:
             full = recorded_base() + "/" + request.path.lstrip("/")
             return f"{full}?{request.query}" if request.query else full
+        service = self.service
+        if service is not None:
+            request = services.upstream_request(service, request)
         return client.url(self.provider, request.path, request.query)
 
     def headers(self, request: UpstreamRequest) -> list[tuple[bytes, bytes]]:
         out = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
+        service = self.service
+        if service is not None:
+            secret = services.key(service)
+            if secret:
+                name, value = services.auth_header(service, secret)
+                out.append((name.encode(), value.encode("latin-1")))
+            return out
         key = "" if self.recorded else _key(self.provider)
         if key:
             name, value = {"anthropic": ("x-api-key", key),
@@ -180,7 +206,8 @@ def route(provider: str) -> Route:
     """The route to ``provider``; ``CallError`` when it is unknown or disabled."""
     option = next((o for o in provider_options() if o.provider == provider), None)
     if option is None:
-        raise CallError(f"Unknown provider {provider!r} (one of {', '.join(PROVIDERS)}).")
+        known = ", ".join(o.provider for o in provider_options())
+        raise CallError(f"Unknown provider {provider!r} (one of {known}).")
     if not option.enabled:
         raise CallError(f"{option.label} is disabled: {option.reason}")
     return Route(provider, option.recorded)
@@ -200,16 +227,20 @@ class Ask:
     web_search: bool = True
 
     def turn_request(self, prompt: str | None = None) -> TurnRequest:
-        return TurnRequest(provider=self.provider, model=self.model,
-                           prompt=self.prompt if prompt is None else prompt,
-                           web_search=self.web_search, max_tokens=DEFAULT_MAX_TOKENS)
+        asked = TurnRequest(provider=self.provider, model=self.model,
+                            prompt=self.prompt if prompt is None else prompt,
+                            web_search=self.web_search, max_tokens=DEFAULT_MAX_TOKENS)
+        service = None if self.provider in PROVIDERS else services.find(self.provider)
+        return asked if service is None else services.turn_request(service, asked)
 
 
 def check_ask(ask: Ask) -> Route:
     """Refuse what cannot be sent (``CallError``), before anything is stored."""
     found = route(ask.provider)
     model = ask.model.strip()
-    if not model or len(model) > 200 or any(c.isspace() or c in "/?#" for c in model):
+    # A Gemini model is a URL path segment; other hosts' names may hold a "/" (groq/compound).
+    refused = "/?#" if found.wire == "google" else "?#"
+    if not model or len(model) > 200 or any(c.isspace() or c in refused for c in model):
         raise CallError("A model name is required (no spaces, at most 200 characters).")
     if len(ask.prompt) > MAX_PROMPT or "\x00" in ask.prompt:
         raise CallError(f"A prompt is at most {MAX_PROMPT} characters.")
@@ -447,7 +478,7 @@ class _Call:
                                        f"as it was received: {exc}"):
                 yield part
             return
-        provider = self.route.provider
+        provider = self.route.wire
         target = self.route.url(request)
         try:
             response = await client.send(request.method, target,
@@ -470,7 +501,10 @@ class _Call:
                 yield parts.StreamError(code, f"HTTP {response.status_code}: {message}")
                 yield parts.ResponseEnd("error")
                 return
-            parser = providers.stream_parser(provider, request.wire_context(target))
+            context = request.wire_context(target)
+            if self.route.service is not None:  # the turn is the service's (providers.served)
+                context = dataclasses.replace(context, served_by=self.route.provider)
+            parser = providers.stream_parser(provider, context)
             async for data in _redacted_lines(response):
                 for part in parser.feed(data):
                     yield part
