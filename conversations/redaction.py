@@ -226,16 +226,27 @@ class WireLines:
     complete lines so far, redacted; ``close`` the rest."""
 
     def __init__(self) -> None:
-        self._pending = b""
+        # The start of a line not yet ended, in pieces: only a new piece is searched for a line
+        # end, and the pieces are joined once, when it comes (a 100 MB line arriving in 16 kB
+        # reads was otherwise copied and searched whole at each read).
+        self._pending: list[bytes] = []
+        self.pending = 0  # bytes held
 
     def feed(self, chunk: bytes) -> bytes:
-        data = self._pending + chunk
-        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-        self._pending, data = data[cut:], data[:cut]
-        return redact_bytes(data) if data else b""
+        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
+        if not cut:
+            if chunk:
+                self._pending.append(chunk)
+                self.pending += len(chunk)
+            return b""
+        data = b"".join([*self._pending, chunk[:cut]])
+        rest = chunk[cut:]
+        self._pending, self.pending = ([rest], len(rest)) if rest else ([], 0)
+        return redact_bytes(data)
 
     def close(self) -> bytes:
-        rest, self._pending = self._pending, b""
+        rest = b"".join(self._pending)
+        self._pending, self.pending = [], 0
         return redact_bytes(rest) if rest else b""
 
 

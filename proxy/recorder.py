@@ -42,6 +42,15 @@ log = logging.getLogger("turnscope.proxy")
 # A response the recorder cannot keep up with (the database stalled) is not held in memory past
 # this: recording stops, the turn is marked, the client is not affected.
 MAX_BUFFERED = 64 * 1024 * 1024
+# Nor is a decoded response past this (a few hundred kB of gzip can decode to gigabytes): it is
+# decoded a step at a time, the loop free between steps, and recording stops at the cap.
+MAX_DECODED = 64 * 1024 * 1024
+DECODE_STEP = 1024 * 1024
+# A line longer than this is redacted off the event loop (the app's own stream never waits).
+LONG_LINE = 1024 * 1024
+
+_TOO_LARGE = ("Turnscope stopped recording this response: it is too large (over "
+              f"{MAX_BUFFERED} bytes, or {MAX_DECODED} decoded); the app received it whole.")
 
 _db = sync_to_async  # thread-sensitive: the database thread the live runner writes from
 _off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
@@ -80,6 +89,9 @@ class Recorder:
         self._buffered = 0
         self._overflow = False
         self._ended = False
+        self._decoder: Any = None  # one decoder and line splitter for all of the response
+        self._lines = redaction.WireLines()
+        self._decoded = 0
         self._yield = priority.Yielder()  # the forwarding's first bytes go first
 
     # -- the forwarder's side: never waits, never raises ----------------------------------------
@@ -131,10 +143,11 @@ class Recorder:
                       type(exc).__name__, exc_info=True)
             turn = self.runner.turn if self.runner is not None else None
             if turn is not None:
+                why = (f"Turnscope stopped recording this response: {exc}" if isinstance(
+                    exc, RecordingFailed) else "Turnscope could not record this response "
+                    f"({type(exc).__name__})")
                 await live_runner.record_failure(
-                    turn, "recording_failed",
-                    f"Turnscope could not record this response ({type(exc).__name__}); "
-                    "the app received it unchanged.")
+                    turn, "recording_failed", why + "; the app received it unchanged.")
             return turn
         finally:
             self._ended = True  # nothing more is queued for a recorder that stopped
@@ -168,7 +181,7 @@ class Recorder:
                              before=placement.before)
         await self._drain()
         if self._overflow:
-            raise RecordingFailed(f"the response was larger than {MAX_BUFFERED} bytes")
+            raise RecordingFailed(_TOO_LARGE)
         await self._yield()
         response = await _off_loop(self._wire_response)  # a scan of the whole response
         await _db(_keep)(turn, placement.conversation, self.provider, response,
@@ -190,28 +203,69 @@ class Recorder:
         return providers.WireContext(api_version=self.api_version, request=self.request,
                                      endpoint=self.url, served_by=self.endpoint.served_by)
 
+    def _open_decoder(self) -> None:
+        if self._decoder is None and self.encoding in ("gzip", "x-gzip", "deflate"):
+            self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        elif self._decoder is None and self.encoding not in ("", "identity"):
+            raise RecordingFailed(f"cannot read a {self.encoding!r}-encoded response")
+
+    async def _recorded(self, chunk: bytes) -> AsyncIterator[bytes]:
+        """``chunk`` as recorded: decoded a step at a time (what a step left undecoded, when the
+        reading stopped there, comes first), cut into whole lines, redacted, kept in ``raw``.
+        Past ``MAX_DECODED``, recording stops (``_overflow``)."""
+        decoder = self._decoder
+        if decoder is None:
+            pieces: Any = (chunk,)
+        else:
+            pieces = self._steps(decoder, decoder.unconsumed_tail + chunk)
+        for piece in pieces:
+            self._decoded += len(piece)
+            if self._decoded > MAX_DECODED:
+                self._overflow = True
+                return
+            if data := await self._line(piece):
+                self.raw.append(data)
+                yield data
+            await asyncio.sleep(0)  # a step at a time: the app's own stream goes on between
+
+    @staticmethod
+    def _steps(decoder: Any, data: bytes) -> Any:
+        piece = decoder.decompress(data, DECODE_STEP)
+        while True:
+            yield piece
+            if not decoder.unconsumed_tail:
+                return
+            piece = decoder.decompress(decoder.unconsumed_tail, DECODE_STEP)
+
+    async def _line(self, piece: bytes) -> bytes:
+        if self._lines.pending + len(piece) > LONG_LINE:
+            return await _off_loop(self._lines.feed, piece)  # type: ignore[no-any-return]
+        return self._lines.feed(piece)
+
+    async def _rest(self) -> AsyncIterator[bytes]:
+        """What the decoder and the line splitter still hold, once the response is over."""
+        if self._overflow:
+            return
+        tail = self._decoder.flush() if self._decoder is not None else b""
+        for data in (await self._line(tail) if tail else b"", self._lines.close()):
+            if data:
+                self.raw.append(data)
+                yield data
+
     async def _chunk_stream(self) -> AsyncIterator[bytes]:
         """The response body as recorded: decoded (gzip / deflate) and redacted a whole line at
         a time (a credential never spans lines, so this redacts what a redaction of the whole
         body would), kept in ``raw``."""
-        decoder = None
-        if self.encoding in ("gzip", "x-gzip", "deflate"):
-            decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
-        elif self.encoding not in ("", "identity"):
-            raise RecordingFailed(f"cannot read a {self.encoding!r}-encoded response")
-        lines = redaction.WireLines()
-        while True:
+        self._open_decoder()
+        while not self._overflow:
             chunk = await self._chunks.get()
             if chunk is None:
                 break
             await self._yield()
-            if data := lines.feed(decoder.decompress(chunk) if decoder else chunk):
-                self.raw.append(data)
+            async for data in self._recorded(chunk):
                 yield data
-        for data in (lines.feed(decoder.flush() if decoder else b""), lines.close()):
-            if data:
-                self.raw.append(data)
-                yield data
+        async for data in self._rest():
+            yield data
 
     async def _parts(self) -> AsyncIterator[parts.Part]:
         """Parts parsed while the bytes arrive (``providers.stream_parser``)."""
@@ -219,6 +273,10 @@ class Recorder:
         async for data in self._chunk_stream():
             for part in parser.feed(data):
                 yield part
+        if self._overflow:  # the turn says why it stops here
+            yield parts.StreamError("response_too_large", _TOO_LARGE)
+            yield parts.ResponseEnd("error")
+            return
         for part in parser.close():
             yield part
 
@@ -235,14 +293,20 @@ class Recorder:
         yield parts.ResponseEnd("error")
 
     async def _drain(self) -> None:
-        """What the parser did not read (it stopped at unreadable data) is still recorded."""
+        """What the parser did not read (it stopped at unreadable data, or the turn was cut at
+        its cap) is still recorded, through the same decoder and line splitter."""
         if self.failure is not None:
             return
-        while not self._chunks.empty() or not self._ended:
+        self._open_decoder()
+        while (not self._chunks.empty() or not self._ended) and not self._overflow:
             chunk = await self._chunks.get()
             if chunk is None:
                 break
-            self.raw.append(redaction.redact_bytes(chunk))
+            await self._yield()
+            async for _ in self._recorded(chunk):
+                pass
+        async for _ in self._rest():
+            pass
 
 
 def _keep(turn: Turn, conversation: Conversation, provider: str, response: WireResponse,
