@@ -7,7 +7,8 @@ Each instrumentation writes an LLM call its own way; this module reads them into
   (for a streamed call, the final object), and ``input.value`` the request body: the call is
   ``raw``, read by the provider's own adapter as if it had been proxied. Without them,
   ``llm.input_messages`` / ``llm.output_messages`` give a skeleton.
-* **GenAI semantic conventions** (the OpenTelemetry contrib instrumentations, Logfire, OpenLIT):
+* **GenAI semantic conventions** (the OpenTelemetry contrib instrumentations, Logfire, OpenLIT,
+  pydantic-ai, whose ``builtin: true`` tool parts are hosted tools):
   ``gen_ai.operation.name`` ``chat`` / ``text_completion`` / ``generate_content``; messages in
   ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON text or structured values), on
   the span or on its ``gen_ai.client.inference.operation.details`` event. A skeleton.
@@ -370,6 +371,9 @@ def skeleton(call: Call) -> list[parts.Part]:
     for message in call.outputs:
         for part in message.parts:
             kind = _str(part.get("type"))
+            if part.get("builtin") is True and kind in ("tool_call", "tool_call_response"):
+                # pydantic-ai marks the provider's own tools (web search, code execution)
+                kind = "server_" + kind
             n += 1
             if kind in ("text", "reasoning"):
                 text = str(part.get("content") or "")[:_TEXT_LIMIT]

@@ -453,3 +453,21 @@ def test_a_raw_response_the_adapter_cannot_read_falls_back_to_the_skeleton(url, 
     assert kept["citations"] == "not_sent" and kept["raw_unreadable"]
     [user] = turn.conversation.turns.filter(role=Turn.Role.USER)
     assert texts(user) == ["Tides?"]
+
+
+def test_pydantic_ai_builtin_tool_parts_are_hosted_activities(url, token):
+    output = orjson.dumps([{"role": "assistant", "finish_reason": "stop", "parts": [
+        {"type": "tool_call", "id": "srvtoolu_1", "name": "web_search", "builtin": True,
+         "arguments": {"query": "tides"}},
+        {"type": "tool_call_response", "id": "srvtoolu_1", "name": "web_search",
+         "builtin": True, "result": [{"url": "https://example.org/tides"}]},
+        {"type": "text", "content": "Two bulges."}]}]).decode()
+    body = export(gen_ai(**{"gen_ai.output.messages": output}))
+    assert post(url, body.SerializeToString(), token).status_code == 200
+    [turn] = agent_turns()
+    assert not turn.events.filter(kind="tool_call_request").exists()
+    bodies = [orjson.loads(e.body)["activity"] for e in turn.events.filter(kind="hosted_activity")
+              .order_by("seq")]
+    assert [(b["id"], b["name"], b["state"], b["input"]) for b in bodies] == [
+        ("srvtoolu_1", "web_search", "started", {"query": "tides"}),
+        ("srvtoolu_1", "web_search", "completed", {"query": "tides"})]
