@@ -471,3 +471,20 @@ def test_pydantic_ai_builtin_tool_parts_are_hosted_activities(url, token):
     assert [(b["id"], b["name"], b["state"], b["input"]) for b in bodies] == [
         ("srvtoolu_1", "web_search", "started", {"query": "tides"}),
         ("srvtoolu_1", "web_search", "completed", {"query": "tides"})]
+
+
+def test_a_received_turn_exports_and_imports_with_its_span(url, token, owner):
+    from conversations.projections import export_json, import_document
+    from conversations.schema import validate_export
+
+    assert post(url, export(gen_ai()).SerializeToString(), token).status_code == 200
+    [turn] = agent_turns()
+    doc = orjson.loads(export_json(turn.conversation, "native"))
+    validate_export(doc)
+    [kept] = doc["turns"][1]["responses"]
+    assert kept["citations"] == "not_sent" and len(kept["span_id"]) == 16
+    copy = import_document(doc, owner=owner)  # the same store: fresh ids, all else kept
+    again = orjson.loads(export_json(copy, "native"))
+    assert [t["responses"] for t in again["turns"] if t["role"] == "agent"] == [[kept]]
+    imported = copy.turns.get(role=Turn.Role.AGENT)
+    assert imported.citations_not_sent
