@@ -357,6 +357,7 @@ IMPORT_BODY = {
     "multipart/form-data": {"type": "object", "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
         "format": {"type": "string", "enum": list(uploads.FORMATS)},
+        "recordings": {"type": "string", "enum": list(uploads.RECORDINGS)},
     }},
     "application/json": {"type": "object", "additionalProperties": True},
     "application/octet-stream": {"type": "string", "format": "binary"},
@@ -389,12 +390,18 @@ class ImportView(ApiView):
                              "content). In a multipart body, a `format` field."),
             OpenApiParameter("name", str, description="A name for a raw body in the report "
                              "(default `body`)."),
+            OpenApiParameter("recordings", str, enum=list(uploads.RECORDINGS), default="auto",
+                             description="How provider recordings of one provider are grouped: "
+                             "`auto` by their content (a continuation joins the response it "
+                             "continues), `continuations` one turn in the order given (as "
+                             "`ingest FILE...`), `each` one conversation each (as `ingest "
+                             "--each`). In a multipart body, a `recordings` field."),
         ],
         request=IMPORT_BODY,
         responses={201: s.ImportReportSerializer, **errors(400, 413, *READ_ERRORS)},
         description="Import conversations, as yours: a Turnscope export document (either "
-        "projection), provider recordings (raw SSE, JSON lines or a JSON body; the recordings of "
-        "one provider among the files are one turn with its continuations), VCR cassettes, "
+        "projection), provider recordings (raw SSE, JSON lines or a JSON body; a recording joins "
+        "the one before it when it continues it, see `recordings`), VCR cassettes, "
         "ChatGPT and Claude.ai data exports (the .zip or its conversations.json). Send one file "
         "as the raw body, or several as multipart/form-data. Each conversation is all or "
         "nothing; the report lists every conversation imported and every problem (file and "
@@ -419,8 +426,14 @@ class ImportView(ApiView):
                 raise ValidationError({"format": f"must be one of {', '.join(uploads.FORMATS)}"})
             if not files:
                 raise ParseError("No file in the multipart body.")
+        grouping = (data.get("recordings") if hasattr(data, "get") else None) or \
+            choice_param(request, "recordings", list(uploads.RECORDINGS), "auto")
+        if grouping not in uploads.RECORDINGS:
+            raise ValidationError({"recordings": "must be one of "
+                                                 f"{', '.join(uploads.RECORDINGS)}"})
         imported, problems = [], []
-        for result in uploads.import_files(files, owner=request.user, format=fmt):
+        for result in uploads.import_files(files, owner=request.user, format=fmt,
+                                           recordings=grouping):
             if isinstance(result, uploads.Progress):
                 continue
             report = uploads.report(result, _conversation_url)

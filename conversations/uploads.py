@@ -35,7 +35,7 @@ from conversations.models import Conversation, Turn
 from conversations.projections import import_document
 from conversations.provenance import ProvenanceError
 from conversations.schema import InvalidDocument
-from importers import detect
+from importers import detect, recording
 from importers.base import (
     ExportDocument,
     ImportedConversation,
@@ -53,6 +53,7 @@ from streams.registries import UnregisteredValue
 log = logging.getLogger("turnscope.uploads")
 
 FORMATS = detect.FORMATS
+RECORDINGS = recording.GROUPINGS
 Upload = detect.Upload
 
 
@@ -95,13 +96,14 @@ Result = Imported | Failed | Progress
 
 
 def import_files(
-    files: Sequence[Upload], *, owner: Any, format: str = "auto"
+    files: Sequence[Upload], *, owner: Any, format: str = "auto", recordings: str = "auto"
 ) -> Iterator[Result]:
     """Import every conversation ``files`` hold, as ``owner``'s; yields each result as it is
-    stored (and a ``Progress`` after each)."""
+    stored (and a ``Progress`` after each). ``recordings``: how recordings of one provider
+    are grouped (``RECORDINGS``)."""
     reading = _Reading(files)
     total = sum(f.size for f in files) if all(f.size is not None for f in files) else None
-    for item in detect.read(reading.uploads, format):
+    for item in detect.read(reading.uploads, format, recordings):
         indexes = reading.indexes(item)
         if isinstance(item, Problem):
             yield Failed(indexes, item.source, item.message, item.line)

@@ -67,6 +67,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         "choices": reading.filter_choices(request.user),
         "query_string": query.urlencode(),
         "upload_formats": uploads.FORMATS,
+        "upload_recordings": uploads.RECORDINGS,
         "upload_limits": upload_limits.limits(),
     })
 
@@ -233,9 +234,13 @@ def _upload(request: HttpRequest) -> HttpResponse:
     fmt = request.POST.get("format") or "auto"
     if fmt not in uploads.FORMATS:
         return JsonResponse({"detail": f"Unknown format {fmt!r}."}, status=400)
+    grouping = request.POST.get("recordings") or "auto"
+    if grouping not in uploads.RECORDINGS:
+        return JsonResponse({"detail": f"Unknown grouping of recordings {grouping!r}."},
+                            status=400)
     if not files:
         return JsonResponse({"detail": "No file was uploaded."}, status=400)
-    results = uploads.import_files(files, owner=request.user, format=fmt)
+    results = uploads.import_files(files, owner=request.user, format=fmt, recordings=grouping)
     if "application/x-ndjson" in request.headers.get("Accept", ""):
         return streaming_response(request, _result_lines(results, files),
                                   "application/x-ndjson")

@@ -5,10 +5,10 @@ API): ``read(files, format)`` yields every conversation the files hold, and a ``
 each file (or part of one) that cannot be read, without stopping at it.
 
 Formats (``FORMATS``): ``auto``; a provider recording (``anthropic``, ``openai``, ``google``:
-raw SSE, JSON lines or a JSON body; the recordings of one provider among the files are one turn
-with its continuations, in the order given); ``vcr`` (a cassette); ``turnscope`` (an export
-document); ``chatgpt`` and ``claude_ai`` (a data export: its ``.zip``, or the
-``conversations.json`` / ``conversations-NNN.json`` in it).
+raw SSE, JSON lines or a JSON body; the recordings of one provider among the files are grouped
+by what their wire says, or as the uploader chooses: ``recording.GROUPINGS``); ``vcr`` (a
+cassette); ``turnscope`` (an export document); ``chatgpt`` and ``claude_ai`` (a data export:
+its ``.zip``, or the ``conversations.json`` / ``conversations-NNN.json`` in it).
 """
 
 from __future__ import annotations
@@ -80,11 +80,17 @@ def detect(head: bytes) -> str | None:
     return None
 
 
-def read(files: Sequence[Upload], format: str = "auto") -> Iterator[Item]:
+def read(files: Sequence[Upload], format: str = "auto", recordings_as: str = "auto"
+         ) -> Iterator[Item]:
     """Every conversation in ``files`` (read as ``format``), and every problem, in file order;
-    the recordings come last, as one turn per provider."""
+    the recordings come last, each provider's grouped as ``recordings_as`` says
+    (``recording.GROUPINGS``: by their content, one turn with its continuations, or each on
+    its own)."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r} (one of {', '.join(FORMATS)})")
+    if recordings_as not in recording.GROUPINGS:
+        raise ValueError(f"unknown grouping {recordings_as!r} "
+                         f"(one of {', '.join(recording.GROUPINGS)})")
     recordings: dict[str | None, list[tuple[str, bytes]]] = {}
     for upload in files:
         try:
@@ -95,7 +101,7 @@ def read(files: Sequence[Upload], format: str = "auto") -> Iterator[Item]:
         with stream:
             yield from _one(upload.name, stream, format, recordings)
     for provider, group in recordings.items():
-        yield recording.conversation(group, provider)
+        yield from recording.conversations(group, provider, recordings_as)
 
 
 def _one(name: str, stream: BinaryIO, format: str,

@@ -1,8 +1,13 @@
 """Recorded provider responses (raw SSE, one JSON event per line, or a JSON body).
 
-Several files of one provider in one upload are one agent turn: the first response and its
-continuations, in the order given (as ``manage.py ingest FILE...``). Which provider wrote a file
-is read from its content when not given.
+Several files of one provider in one upload are grouped by what their wire says
+(``GROUPINGS``, "auto"): a file continues the one before it only when its content says so, as
+a continuation answering the server tool use a ``pause_turn`` response left open, or the round
+after a response that ended asking for client tool results (``tool_use``); any other file is a
+conversation of its own. The uploader may choose instead, as the command line does: one turn
+with its continuations in the order given (``manage.py ingest FILE...``), or one conversation
+each (``manage.py ingest --each``). Which provider wrote a file is read from its content when
+not given.
 """
 
 from __future__ import annotations
@@ -12,8 +17,16 @@ from collections.abc import Sequence
 
 import providers
 from importers.base import ImportedConversation, ImportedTurn, Problem, WireResponse
+from streams import parts
+from streams.errors import MalformedInput
 
 FORMAT = "recording"
+GROUPINGS = {
+    "auto": "Decided by their content (a continuation joins the response it continues)",
+    "continuations": "One turn: a response and its continuations, in the order given "
+                     "(as ingest FILE…)",
+    "each": "One conversation each (as ingest --each)",
+}
 
 # Frame shapes only one provider writes; the one found first in the file wins.
 _SIGNATURES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
@@ -69,3 +82,59 @@ def conversation(
         notes=[f"{len(files)} responses as one turn (continuations)"] if len(files) > 1 else [],
         files=tuple(name for name, _ in files),
     )
+
+
+def conversations(
+    files: Sequence[tuple[str, bytes]], provider: str | None = None, grouping: str = "auto"
+) -> list[ImportedConversation | Problem]:
+    """``files`` of one provider as conversations, grouped as ``grouping`` says
+    (``GROUPINGS``)."""
+    if grouping not in GROUPINGS:
+        raise ValueError(f"unknown grouping {grouping!r} (one of {', '.join(GROUPINGS)})")
+    if grouping == "continuations" or len(files) < 2:
+        return [conversation(files, provider)]
+    if grouping == "each" or provider is None:
+        return [conversation([f], provider) for f in files]
+    groups: list[list[tuple[str, bytes]]] = []
+    for file in files:
+        if groups and continues(provider, groups[-1][-1][1], file[1]):
+            groups[-1].append(file)
+        else:
+            groups.append([file])
+    return [conversation(group, provider) for group in groups]
+
+
+def continues(provider: str, previous: bytes, raw: bytes) -> bool:
+    """Whether the response ``raw`` continues ``previous``, as their wire says: ``previous``
+    paused (``pause_turn``) and ``raw`` first answers the hosted call it left open, or
+    ``previous`` ended asking for client tool results (``tool_use``: ``raw`` is the round
+    after them). A file that cannot be read continues nothing (its own import says why)."""
+    try:
+        reason, left_open = _ending(provider, previous)
+        if reason == "tool_use":
+            return True
+        return reason == "pause_turn" and _answers(provider, raw, left_open)
+    except (MalformedInput, ValueError):
+        return False
+
+
+def _ending(provider: str, raw: bytes) -> tuple[str, set[str]]:
+    """How a response ended, and the hosted calls it left open."""
+    reason, started, ended = "", set(), set()
+    for part in providers.parse(provider, raw):
+        if isinstance(part, parts.ResponseEnd):
+            reason = part.end_reason
+        elif isinstance(part, parts.Activity):
+            (started if part.state == "started" else ended).add(part.activity_id)
+    return reason, started - ended
+
+
+def _answers(provider: str, raw: bytes, left_open: set[str]) -> bool:
+    """Whether the response's first content is the result of one of ``left_open``."""
+    for part in providers.parse(provider, raw):
+        if isinstance(part, parts.Activity):
+            return part.activity_id in left_open and part.state != "started"
+        if isinstance(part, parts.TextDelta | parts.ToolCall) or (
+                isinstance(part, parts.BlockStart) and part.kind == "message"):
+            return False
+    return False

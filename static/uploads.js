@@ -27,6 +27,7 @@
     var input = panel.querySelector("[data-file-input]");
     var zone = panel.querySelector("[data-drop-zone]");
     var format = panel.querySelector("[data-format]");
+    var grouping = panel.querySelector("[data-recordings]");
     var progress = panel.querySelector("[data-progress]");
     var bar = panel.querySelector("[data-bar]");
     var status = panel.querySelector("[data-status]");
@@ -163,6 +164,7 @@
       var rowOf = order.map(function (i) { return sentRows[i]; });
       order.forEach(function (i) { data.append("files", sent[i], sent[i].name); });
       data.append("format", format.value);
+      if (grouping) data.append("recordings", grouping.value);
       var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 
       var xhr = new XMLHttpRequest();

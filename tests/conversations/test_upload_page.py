@@ -133,3 +133,24 @@ def test_replay_discard_when_done_and_keep_it(alice):
     asyncio.run(replay())
     assert not Conversation.objects.filter(pk=target.pk).exists()
     assert Conversation.objects.filter(pk=source.pk).exists()
+
+
+@pytest.mark.parametrize("grouping, conversations", [
+    (None, 2), ("auto", 2), ("continuations", 1), ("each", 2)])
+def test_unrelated_recordings_are_apart_unless_the_uploader_says_otherwise(
+        alice, grouping, conversations):
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[2] / "live" / "samples"
+    client = Client()
+    client.force_login(alice)
+    data = {"files": [SimpleUploadedFile(name, (samples / name).read_bytes())
+                      for name in ("anthropic-tides.sse", "anthropic-failed-search.sse")]}
+    if grouping:
+        data["recordings"] = grouping
+    response = client.post("/upload/", data, HTTP_ACCEPT="application/x-ndjson")
+    assert lines(response)[-1]["imported"] == conversations
+    assert Conversation.objects.filter(owner=alice).count() == conversations
+    assert 'name="recordings"' in client.get("/").content.decode()
+    bad = client.post("/upload/", {**data, "recordings": "sideways"})
+    assert bad.status_code == 400
