@@ -15,7 +15,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -101,6 +101,8 @@ def _run(action: Any, *args: Any) -> Any:
         raise Conflict(str(exc)) from None
     except calls.NotFound as exc:
         raise NotFound(str(exc)) from None
+    except calls.TooMany as exc:
+        raise Throttled(detail=str(exc)) from None
     except calls.CallError as exc:
         raise ValidationError({"detail": str(exc)}) from None
 

@@ -42,8 +42,8 @@ from django.db import transaction
 import providers
 from conversations import forking, ingest, redaction, replay, store
 from conversations.models import Conversation, Event, Turn
+from live import admission, services
 from live import runner as live_runner
-from live import services
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from streams import parts
 from streams.builder import EventBuilder
@@ -77,6 +77,12 @@ class CallError(Exception):
 
 class Busy(CallError):
     status = 409
+
+
+class TooMany(CallError):
+    """Over a live-call limit (``live.admission``)."""
+
+    status = 429
 
 
 class NotFound(CallError):
@@ -285,10 +291,21 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
     return locked, opened, request
 
 
-async def start_turn(conversation: Conversation, ask: Ask) -> LiveTurn:
+async def _admit(owner_id: Any) -> None:
+    try:
+        await sync_to_async(admission.admit)(owner_id)
+    except admission.TooMany as exc:
+        raise TooMany(str(exc)) from None
+
+
+async def start_turn(conversation: Conversation, ask: Ask, *, admitted: bool = False
+                     ) -> LiveTurn:
     """Store the prompt, open the agent turn and start streaming the provider's answer into
-    it (a task on the running loop, the server's). ``CallError``: nothing was stored."""
+    it (a task on the running loop, the server's). ``CallError``: nothing was stored.
+    ``TooMany`` past the owner's live-call limits (unless the caller ``admitted`` it)."""
     found = check_ask(ask)
+    if not admitted:
+        await _admit(conversation.owner_id)
     locked, opened, request = await sync_to_async(_open)(conversation, ask, found.recorded)
     turn = opened[-1][0]
     call = _Call(locked, turn, ask, found, request)
@@ -324,8 +341,10 @@ async def rerun(conversation: Conversation, index: int, owner: Any, ask: Ask) ->
     """Agent turn ``index`` answered again by ``ask``'s provider and model, as a new branch:
     a fork up to the user turn before it, then a live turn there."""
     check_ask(Ask(ask.provider, ask.model))
+    await _admit(owner.pk)  # before the fork: a refused re-run leaves nothing behind
     forked = await sync_to_async(_rerun_fork)(conversation, index, owner, ask)
-    return await start_turn(forked, Ask(ask.provider, ask.model, "", ask.web_search))
+    return await start_turn(forked, Ask(ask.provider, ask.model, "", ask.web_search),
+                            admitted=True)
 
 
 def streaming_turn(conversation: Conversation) -> Turn | None:

@@ -270,6 +270,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Live calls (composer, re-run, API) per user: started per period, and streaming at once.
+TURNSCOPE_LIVE_CALL_RATE = os.environ.get("TURNSCOPE_LIVE_CALL_RATE", "20/min")
+TURNSCOPE_LIVE_CALLS_CONCURRENT = int(os.environ.get("TURNSCOPE_LIVE_CALLS_CONCURRENT", 3))
+
 # serve --proxy-headers: the proxies in front whose X-Forwarded-For is believed, read from the
 # right: a number of hops, or their addresses / networks, comma-separated (live.forwarded).
 TURNSCOPE_TRUSTED_PROXIES = os.environ.get("TURNSCOPE_TRUSTED_PROXIES", "1")
