@@ -59,6 +59,7 @@ class TurnView:
     rendered: RenderedTurn | None = None
     tail: dict[str, Any] | None = None
     html: str = ""  # the turn's page fragment
+    branch: Any = None  # the branches at this turn (``branches.BranchPoint``), set by the page
 
     @property
     def segments(self) -> list[Segment]:

@@ -21,7 +21,16 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from conversations import compare, discard, reading, redaction, store, upload_limits, uploads
+from conversations import (
+    branches,
+    compare,
+    discard,
+    reading,
+    redaction,
+    store,
+    upload_limits,
+    uploads,
+)
 from conversations.models import Conversation, Event
 from conversations.rendering import ENTRY_POINT_POLICY, search_entry_point_document
 from conversations.responses import streaming_response
@@ -87,11 +96,17 @@ def _turn_param(request: HttpRequest) -> uuid.UUID | None:
 def _window(request: HttpRequest, conversation: Conversation,
             end: int | None = None) -> reading.TurnWindow:
     """The window of turns asked for: ``?from=<index>``, or ``?turn=<id>`` (a deep link: the
-    window holding that turn), else the newest turns."""
-    return reading.turn_window(
+    window holding that turn), else the newest turns; each turn where the conversation's
+    branches part carries them (outside the turn's cached fragment: a new fork changes them)."""
+    window = reading.turn_window(
         conversation, size=settings.TURNSCOPE_PAGE_TURNS, start=_index_param(request, "from"),
         turn_id=_turn_param(request), end=end,
     )
+    points = branches.branch_points(conversation, request.user,
+                                    range(window.start, window.end))
+    for view in window.views:
+        view.branch = points.get(view.turn.index)
+    return window
 
 
 @login_required

@@ -136,3 +136,39 @@ def test_the_list_does_not_scroll_sideways_at_360_px(world):
     assert widths["scroll"] <= widths["client"], widths
     assert not widths["wide"], widths
     page.context.close()
+
+
+# -- 7: branches at each fork point, both ways ----------------------------------------------
+
+
+def branch_nav(page, index):
+    nav = page.locator(f'nav.branches[data-branches="{index}"]')
+    nav.wait_for()
+    return nav
+
+
+def test_branches_show_at_the_fork_point_both_ways(world):
+    setup, url = world["setup"], world["server"].url
+    page = page_for(world)
+    # The original's newest turns are a window of 4: the fork point (3) is in an earlier one.
+    page.goto(f"{url}/c/{setup['long']}/?from=2")
+    nav = branch_nav(page, 3)
+    assert "Branch 1 / 3" in nav.inner_text()
+    page.screenshot(path=str(SHOTS / "branches-original.png"), full_page=True)
+    nav.get_by_role("link", name="Next branch: Five questions (fork)").click()
+    page.wait_for_url(f"**/c/{setup['fork']}/**")
+    nav = branch_nav(page, 3)
+    assert "Branch 2 / 3" in nav.inner_text()
+    # The turn the link named is the one the reader lands on.
+    assert page.locator("section.turn[data-index='3']").inner_text().count("A forked question")
+    nav.get_by_role("link", name="Next branch: Five questions (re-run)").click()
+    page.wait_for_url(f"**/c/{setup['rerun']}/**")
+    nav = branch_nav(page, 3)
+    assert "Branch 3 / 3" in nav.inner_text()
+    page.screenshot(path=str(SHOTS / "branches-rerun.png"), full_page=True)
+    nav.locator("summary").click()
+    nav.get_by_role("link", name="Five questions", exact=True).click()
+    page.wait_for_url(f"**/c/{setup['long']}/**")
+    page.wait_for_function("() => location.hash.startsWith('#turn-')")
+    assert "Branch 1 / 3" in branch_nav(page, 3).inner_text()
+    page.context.close()
