@@ -137,7 +137,8 @@ def _parts_from_events(turn: Turn, events: list[Event]) -> Iterator[parts.Part]:
         elif isinstance(body, ActivityBody):
             yield parts.Activity(
                 body.id, body.name, body.state or "started", input=dict(body.input),
-                summary=body.summary, sources=tuple(dict(s) for s in body.sources or ()),
+                summary=body.summary,
+                sources=None if body.sources is None else tuple(dict(s) for s in body.sources),
                 error_code=body.error_code or "", payload=payload,
             )
         elif isinstance(body, ToolCallBody):

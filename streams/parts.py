@@ -105,8 +105,9 @@ class Activity:
     state: Literal["started", "completed", "failed"]
     input: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
-    # Sources the activity consulted, in provider order: [{"url": ..., "title": ...}].
-    sources: tuple[dict[str, str], ...] = ()
+    # Sources the activity consulted, in provider order: [{"url": ..., "title": ...}]; None
+    # when the provider does not report them (xAI keeps its tools' results to itself).
+    sources: tuple[dict[str, str], ...] | None = ()
     error_code: str = ""
     payload: Payload | None = None
     # What the activity produced, for display (``streams.bodies.ACTIVITY_OUTPUT`` says which

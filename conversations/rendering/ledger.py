@@ -35,7 +35,8 @@ INTEGRITY_KINDS = ("exact", "repaired", "dropped", "no_source")
 @dataclass(frozen=True, slots=True)
 class LedgerSearch:
     """One search, in the order the provider ran it. ``results`` is how many sources it
-    returned (None unless it completed); ``cited`` the numbers of the cited sources among them."""
+    returned (None unless it completed, and when the provider does not report them);
+    ``cited`` the numbers of the cited sources among them."""
 
     position: int  # 1-based, in the order the searches started
     activity_id: str
@@ -189,6 +190,7 @@ class _Activity:
     state: str = ""
     input: dict[str, Any] = field(default_factory=dict)
     sources: list[Any] = field(default_factory=list)
+    reported: bool = False  # a transition said what it found (xAI's never do)
 
 
 def _activities(events: list[dict[str, Any]]) -> list[_Activity]:
@@ -205,6 +207,8 @@ def _activities(events: list[dict[str, Any]]) -> list[_Activity]:
         if body.input:
             group.input = dict(body.input)
         group.sources.extend(body.sources or ())
+        # a start never holds the results: the terminal transition says whether any came back
+        group.reported = group.reported or (body.sources is not None and body.state != "started")
     return list(groups.values())
 
 
@@ -254,7 +258,8 @@ def build_ledger(turn: dict[str, Any], registry: SourceRegistry | None = None) -
                 surfaced.setdefault(number, []).append(position)
         searches.append(LedgerSearch(
             position, activity.activity_id, name, _queries(activity.input), state,
-            len(keys) if state == "completed" else None, tuple(sorted(numbers)),
+            len(keys) if state == "completed" and activity.reported else None,
+            tuple(sorted(numbers)),
         ))
 
     counts = dict.fromkeys(INTEGRITY_KINDS, 0)

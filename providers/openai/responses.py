@@ -587,9 +587,11 @@ class Responses:
                 payload=None if status else payload, output=output,
             )
         if status == "completed":
-            summary, sources, output = describe_result(item)
-            if self.xai and not sources:
-                summary = ""  # xAI keeps its tools' results to itself: none reported, not none
+            summary, found, output = describe_result(item)
+            sources: tuple[dict[str, str], ...] | None = found
+            if self.xai and not found:
+                # xAI keeps its tools' results to itself: not reported, which is not "none"
+                summary, sources = "", None
             # Positional: Activity(activity_id, name, state, input, summary, sources,
             # error_code, payload, output)
             yield Activity(
@@ -655,8 +657,9 @@ class Responses:
             state.activity_started = True
             yield Activity(state.key, name, "started", activity_input,
                            payload=None if terminal else payload)
-        if status == "completed":
-            yield Activity(state.key, name, "completed", activity_input, payload=payload)
+        if status == "completed":  # what it found stays on xAI's side: not reported
+            yield Activity(state.key, name, "completed", activity_input, sources=None,
+                           payload=payload)
         elif terminal:
             code, message = item_error(item)
             yield Activity(state.key, name, "failed", activity_input, clip(message) or code,

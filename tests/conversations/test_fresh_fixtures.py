@@ -94,9 +94,12 @@ def test_xai_server_side_tools_are_hosted_activities_not_client_calls() -> None:
     assert activities[-1]["input"]["tool"] == "view_x_video"
     # xAI reports no results of its searches: none is said to have found nothing.
     assert not [a for a in activities if a["summary"] == "no results"]
+    assert all("sources" not in a for a in activities)  # not reported, which is not "none"
     ledger = turn["ledger"]
     assert [s["name"] for s in ledger["searches"]] == ["x_search", *["web_search"] * 4]
     assert ledger["searches"][0]["queries"] == ["from:xai filter:media"]
+    assert [s["results"] for s in ledger["searches"]] == [None] * 5
+    assert ledger["integrity"]["searches_without_results"] == []
 
 
 def test_xai_web_search_answer_is_labelled_xai() -> None:
@@ -166,3 +169,14 @@ def test_every_fresh_file_round_trips_and_keeps_no_server_call_as_a_client_one(p
     _purge(summary.conversation)
     again = import_document(orjson.loads(first))
     assert export_json(again, "native") == first
+
+
+def test_the_page_says_xais_searches_kept_their_results(client, django_user_model):
+    user = django_user_model.objects.create_user("reader", password="pw-reader-123")
+    (rec,) = recorded("openai", "vercel-ai__xai-x-search-tool.chunks.txt", FRESH)
+    summary = ingest("openai", [ResponseFile("x.txt", rec.raw, rec.context)], owner=user)
+    client.force_login(user)
+    page = client.get(f"/c/{summary.conversation.pk}/").content.decode()
+    assert "results not reported by the provider" in page
+    assert "None result" not in page and "no grounding data returned" not in page
+    assert "X search" in page and "x_keyword_search" in page
