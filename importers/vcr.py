@@ -49,7 +49,9 @@ MAX_DECOMPRESSED = 256 * 1024 * 1024
 
 HOSTS = (
     ("anthropic", ("api.anthropic.com", ".anthropic.com")),
-    ("openai", ("api.openai.com", ".openai.azure.com", "openrouter.ai")),
+    ("openai", ("api.openai.com", ".openai.azure.com", "openrouter.ai", "api.x.ai",
+                "api.groq.com", "api.deepseek.com", "api.perplexity.ai", "api.mistral.ai",
+                "api.together.xyz", "api.together.ai")),
     ("google", ("generativelanguage.googleapis.com", "aiplatform.googleapis.com")),
 )
 
@@ -220,6 +222,8 @@ def _call(interaction: dict[str, Any], source: str, where: str
     provider = next((p for p, hosts in HOSTS
                      if any(host == h or (h.startswith(".") and host.endswith(h))
                             for h in hosts)), None)
+    if provider == "google" and "/publishers/anthropic/" in parts.path:
+        provider = "anthropic"  # Claude on Vertex AI speaks Anthropic's Messages format
     raw = _body(response)
     if raw is None:
         return None

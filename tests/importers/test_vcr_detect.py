@@ -209,3 +209,25 @@ def test_the_format_override():
         assert isinstance(wrong, Problem) and "no message tree" in wrong.message
     with pytest.raises(ValueError, match="unknown format"):
         list(detect.read([], "pdf"))
+
+
+def test_claude_on_vertex_and_compatible_hosts_are_read_by_their_wire_and_named_by_host():
+    claude = anthropic_interaction([{"role": "user", "content": "Hi"}], "Hello")
+    claude["request"]["uri"] = ("https://us-east5-aiplatform.googleapis.com/v1/projects/p/"
+                                "locations/us-east5/publishers/anthropic/models/claude-x:rawPredict")
+    grok = {
+        "request": {"method": "POST", "uri": "https://api.x.ai/v1/chat/completions",
+                    "body": orjson.dumps({"model": "m", "messages": [
+                        {"role": "user", "content": "Hi"}]}).decode(), "headers": {}},
+        "response": {"status": {"code": 200}, "headers": {}, "body": {"string": orjson.dumps({
+            "id": "c1", "object": "chat.completion", "model": "any-model", "choices": [
+                {"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "Hello"}}]}).decode()}},
+    }
+    served = []
+    for interaction in (claude, grok):
+        [item] = list(vcr.read(cassette(interaction), "c.yaml"))
+        builder, records = agent(item.turns[1])
+        assert records[0].text == "Hello"
+        served.append(builder.provider)
+    assert served == ["vertex", "xai"]
