@@ -20,7 +20,6 @@ Some recorders (pydantic-ai's) store bodies as ``parsed_body`` (the JSON itself)
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from collections.abc import Iterator
@@ -45,7 +44,7 @@ from providers import WireContext
 FORMAT = "vcr"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]+)"')
-MAX_DECOMPRESSED = 256 * 1024 * 1024
+MAX_DECOMPRESSED = 64 * 1024 * 1024  # decoded bytes of one body
 
 HOSTS = (
     ("anthropic", ("api.anthropic.com", ".anthropic.com")),
@@ -195,15 +194,19 @@ def _body(message: dict[str, Any]) -> bytes | None:
     raw = body.encode() if isinstance(body, str) else bytes(body)
     encoding = _header(message.get("headers"), "content-encoding").lower()
     if encoding in ("gzip", "deflate") and raw[:1] not in (b"{", b"[", b"e", b"d", b":"):
+        # Decoded at most MAX_DECOMPRESSED bytes and no further: a few kB of gzip can decode
+        # to gigabytes, and a cassette is a file anyone can upload.
+        decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header
         try:
-            if encoding == "gzip":
-                raw = gzip.decompress(raw)
-            else:
-                raw = zlib.decompressobj().decompress(raw, MAX_DECOMPRESSED)
-        except (OSError, zlib.error, EOFError) as exc:
+            decoded = decoder.decompress(raw, MAX_DECOMPRESSED + 1)
+        except zlib.error as exc:
             raise ValueError(f"the {encoding} body does not decompress ({exc})") from None
-        if len(raw) >= MAX_DECOMPRESSED:
-            raise ValueError("the decompressed body is too large")
+        if len(decoded) > MAX_DECOMPRESSED or decoder.unconsumed_tail:
+            raise ValueError(f"the {encoding} body is too large once decompressed (more than "
+                             f"{MAX_DECOMPRESSED} bytes)")
+        if not decoder.eof:
+            raise ValueError(f"the {encoding} body does not decompress (it is cut short)")
+        raw = decoded
     elif encoding not in ("", "identity", "gzip", "deflate") and raw[:1] not in (b"{", b"["):
         raise ValueError(f"a {encoding}-compressed body cannot be read (record it with "
                          "decode_compressed_response=True)")

@@ -231,3 +231,43 @@ def test_claude_on_vertex_and_compatible_hosts_are_read_by_their_wire_and_named_
         assert records[0].text == "Hello"
         served.append(builder.provider)
     assert served == ["vertex", "xai"]
+
+
+def test_a_gzip_body_is_decompressed_only_up_to_the_cap(monkeypatch):
+    """A cassette's gzip body that decodes past the cap is refused with its interaction, and
+    never decoded whole (a 1.5 MB cassette took the server to 2 GB)."""
+    monkeypatch.setattr(vcr, "MAX_DECOMPRESSED", 1024 * 1024)
+    seen = []
+    real = vcr.zlib.decompressobj
+
+    class Watched:
+        def __init__(self, *args):
+            self.inner = real(*args)
+
+        def decompress(self, data, limit=0):
+            out = self.inner.decompress(data, limit)
+            seen.append(len(out))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(vcr.zlib, "decompressobj", Watched)
+    bomb = anthropic_interaction([{"role": "user", "content": "Q"}], "A", encoding="gzip")
+    bomb["response"]["body"]["string"] = gzip.compress(b"{" + b" " * (50 * 1024 * 1024) + b"}")
+    problems = [i for i in vcr.read(cassette(bomb), "bomb.yaml") if isinstance(i, Problem)]
+    assert "interaction 0: the gzip body is too large once decompressed" in problems[0].message
+    assert max(seen) <= 1024 * 1024 + 1  # never more than the cap was decoded
+    fine = anthropic_interaction([{"role": "user", "content": "Q"}], "A", encoding="gzip")
+    [item] = list(vcr.read(cassette(fine), "fine.yaml"))
+    assert agent(item.turns[1])[1][0].text == "A"
+
+
+def test_a_zip_member_larger_than_its_directory_says_is_refused(monkeypatch):
+    """A zip is read within its directory's sizes and a total (detect.MAX_UNZIPPED)."""
+    export = shared_path("fixtures", "chat-exports",
+                         "enchanted-twin__conversations.json").read_bytes()
+    data = zipped({"conversations.json": export})
+    monkeypatch.setattr(detect, "MAX_UNZIPPED", len(export) - 1)
+    items = list(detect.read([detect.Upload("x.zip", lambda: io.BytesIO(data), len(data))]))
+    assert [i.message for i in items if isinstance(i, Problem)] == ["too large once unzipped"]
