@@ -9,6 +9,18 @@ class LiveConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(_check_allowed_origins, checks.Tags.security)
+        from live import instances
+
+        instances.add_hook(_reap_gone)
+
+
+async def _reap_gone() -> None:
+    """A server's recovery round: the turns of servers that are gone are finished at once."""
+    from asgiref.sync import sync_to_async
+
+    from live import recovery
+
+    await sync_to_async(recovery.reap_orphans)()
 
 
 def _check_allowed_origins(app_configs, **kwargs):  # type: ignore[no-untyped-def]

@@ -44,6 +44,45 @@ class Heartbeat(models.Model):
     beat_at = models.DateTimeField()
     host = models.CharField(max_length=255, blank=True)
     pid = models.PositiveIntegerField(default=0)
+    # the server process (``Instance``) that runs it; "" for a process that has none (a command)
+    instance = models.CharField(max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"runner of {self.turn_id} on {self.host}:{self.pid} at {self.beat_at}"
+
+
+class Instance(models.Model):
+    """A server process (``serve``, ``demo``), with its lease: it renews ``beat_at`` every
+    ``live.instances.BEAT_EVERY`` seconds and deletes its row when it stops cleanly. The turns
+    and captured exchanges of an instance whose lease ran out (or whose process is gone from
+    this host) are finished by the others at once."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    beat_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"instance {self.id} on {self.host}:{self.pid}"
+
+
+class RecordedExchange(models.Model):
+    """A captured exchange (``live.capture``) and the turn it records into: made in the same
+    transaction as the turn is opened (or resumed), ``done`` in the one that keeps its
+    recording. Recording an exchange again finds this row: never a second turn.
+
+    ``base_seq``: the conversation's last seq before the response's events (every event of the
+    turn after it came from this response); ``prime_seq``: for a resumed turn, its last seq
+    before the events that came ahead of this response (what rebuilds the turn so far)."""
+
+    id = models.UUIDField(primary_key=True)
+    turn = models.ForeignKey("conversations.Turn", on_delete=models.CASCADE,
+                             related_name="+")
+    base_seq = models.BigIntegerField(default=0)
+    prime_seq = models.BigIntegerField(null=True, blank=True)
+    done = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"exchange {self.id} -> turn {self.turn_id}"

@@ -1,7 +1,12 @@
 """Turns whose runner is gone: a server restart, a killed process.
 
-A streaming turn without a runner heartbeat, in a conversation nothing has written to for
-``ORPHAN_AFTER`` seconds, is finished as interrupted: the text its tail had streamed so far is
+A streaming turn whose heartbeat names a server instance that is gone (``live.instances``: a
+clean stop, a lease run out, a process no longer on this host) is finished at once; one without
+a runner heartbeat at all (a runner outside any server instance, e.g. ``manage.py replay``), in
+a conversation nothing has written to for ``ORPHAN_AFTER`` seconds. A turn that records a
+captured exchange this host's capture log still holds is left to the recording of that log
+(``proxy.catchup``), which completes it with every byte the app received. Others are finished
+as interrupted: the text its tail had streamed so far is
 committed as an incomplete event (with its citations, marked incomplete), so the page says what
 happened and keeps the partial text. With the local-memory cache the tail dies with its process;
 with Redis it survives the restart.
@@ -19,7 +24,8 @@ from django.utils import timezone
 
 from conversations import redaction, store, streaming
 from conversations.models import Turn
-from live.models import Heartbeat
+from live import capture, instances
+from live.models import Heartbeat, RecordedExchange
 from streams.bodies import ReasoningBody
 from streams.builder import AttributionRecord, EventRecord
 
@@ -36,8 +42,10 @@ def beat(turn_id: Any, info: dict[str, Any]) -> None:
     live turn beats, and ``update_or_create`` took a read, a savepoint and a write."""
     Heartbeat.objects.bulk_create(
         [Heartbeat(turn_id=turn_id, beat_at=timezone.now(),
-                   host=str(info.get("host", ""))[:255], pid=int(info.get("pid") or 0))],
-        update_conflicts=True, unique_fields=["turn"], update_fields=["beat_at", "host", "pid"],
+                   host=str(info.get("host", ""))[:255], pid=int(info.get("pid") or 0),
+                   instance=str(info.get("instance") or ""))],
+        update_conflicts=True, unique_fields=["turn"],
+        update_fields=["beat_at", "host", "pid", "instance"],
     )
 
 
@@ -62,17 +70,39 @@ def reap_orphans(conversation_id: Any = None, *, force: bool = False) -> list[Tu
     if conversation_id is not None:
         turns = turns.filter(conversation_id=conversation_id)
     quiet_since = timezone.now() - timedelta(seconds=ORPHAN_AFTER)
+    turns = list(turns)
+    owners = dict(Heartbeat.objects.filter(turn_id__in=[t.pk for t in turns])
+                  .values_list("turn_id", "instance"))
+    gone = instances.gone(set(owners.values()))
     reaped = []
     for turn in turns:
-        if is_running(turn.pk):
+        owner_gone = owners.get(turn.pk, "") in gone
+        if not owner_gone and is_running(turn.pk):
             continue
-        if not force and turn.conversation.updated_at > quiet_since:
+        if not (force or owner_gone) and turn.conversation.updated_at > quiet_since:
+            continue
+        if _left_to_the_log(turn):
             continue
         if not cache.add(f"turnscope:live:reap:{turn.pk}", 1, 30):
             continue  # another process is on it
         if _finish_orphan(turn):
             reaped.append(turn)
     return reaped
+
+
+def _left_to_the_log(turn: Turn) -> bool:
+    """Whether an exchange this turn records is still in this host's capture log: its
+    recording completes the turn (with every byte the app got), not the reaper."""
+    undone = list(RecordedExchange.objects.filter(turn=turn, done=False)
+                  .values_list("pk", flat=True))
+    if not undone:
+        return False
+    log_ = capture.get_log()
+    for xid in undone:
+        found = log_.get(str(xid))
+        if found is not None and found.recorded is None:
+            return True
+    return False
 
 
 def _finish_orphan(turn: Turn) -> bool:

@@ -53,8 +53,8 @@ from conversations import provenance, redaction, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
 from conversations.rendering import live as live_text
-from live import protocol, publish, recovery, sources
-from live.models import Recording
+from live import instances, protocol, publish, recovery, sources
+from live.models import RecordedExchange, Recording
 from streams import parts
 from streams.bodies import ActivityBody, ErrorBody
 from streams.builder import EventRecord
@@ -90,7 +90,7 @@ async def _cache(fn: Any, *args: Any) -> bool:
 
 def _beat_info() -> dict[str, Any]:
     """Who runs the turn (asked each time: a worker may fork after import)."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "instance": instances.current()}
 
 
 def open_turns(
@@ -98,10 +98,13 @@ def open_turns(
     prompt: str | Sequence[EventRecord],
     recording: tuple[str, list[sources.WireResponse]] | None,
     agent_id: str | None = None,
+    exchange: str | None = None,
 ) -> list[tuple[Turn, list[Event]]]:
     """The user turn holding ``prompt`` (when given: a text, or the user turn's events) and the
     streaming agent turn after it (``agent_id`` its agent), with the recording behind the agent
-    turn and its first heartbeat: one transaction. Each turn comes with its events."""
+    turn and its first heartbeat: one transaction. Each turn comes with its events.
+    ``exchange``: the captured exchange (``live.capture``) the turn records, bound to it in the
+    same transaction (recording it again finds this turn)."""
     if isinstance(prompt, str):
         specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
     else:
@@ -111,6 +114,9 @@ def open_turns(
     with transaction.atomic():
         opened = store.open_turns(conversation, specs)
         recovery.beat(opened[-1][0].pk, _beat_info())  # alive from its first moment
+        if exchange is not None:
+            RecordedExchange.objects.create(id=exchange, turn=opened[-1][0],
+                                            base_seq=_last_seq(conversation))
         if recording:
             provider, responses = recording
             Recording.objects.create(
@@ -121,16 +127,21 @@ def open_turns(
 
 
 def _resume_turn(
-    turn: Turn, before: Sequence[EventRecord]
+    turn: Turn, before: Sequence[EventRecord], exchange: str | None = None
 ) -> tuple[list[Event], list[Iterable[parts.Part]]]:
     """Mark the finished agent ``turn`` streaming again and append ``before`` to it, in one
-    transaction; returns those events and the part stream that rebuilds what it held."""
+    transaction; returns those events and the part stream that rebuilds what it held.
+    ``exchange``: as ``open_turns``'."""
     [stored] = sources.event_responses(turn)
     stored_parts = list(stored)  # read here, in the database thread
     with transaction.atomic():
         store.resume_turn(turn)
         recovery.beat(turn.pk, _beat_info())
+        prime = _last_seq(turn.conversation)
         events = store.append_events(turn, redaction.redact_records(before))
+        if exchange is not None:
+            RecordedExchange.objects.create(id=exchange, turn=turn, prime_seq=prime,
+                                            base_seq=events[-1].seq if events else prime)
     return events, [stored_parts]
 
 
@@ -242,8 +253,15 @@ class TurnRunner:
         coalesce: float = COALESCE_SECONDS,
         layer: Any = None,
         clock: Any = None,
+        exchange: str | None = None,
+        leave_on_cancel: bool = False,
     ) -> None:
         self.conversation = conversation
+        # The captured exchange this turn records (bound to the turn as it opens), and whether
+        # a cancel (a server stopping) leaves the turn streaming for the capture log's
+        # recording to complete, instead of ending it interrupted here.
+        self.exchange = exchange
+        self.leave_on_cancel = leave_on_cancel
         # The coalescing window's clock: the event loop's, unless a test gives its own.
         self._clock = clock
         self.speed = speed if speed and speed > 0 else float("inf")
@@ -345,7 +363,8 @@ class TurnRunner:
             _raise_if_cancelled()
             await self._finish(stream.outcome.status, stream.outcome.end_reason)
         except asyncio.CancelledError:
-            await asyncio.shield(self._abort())
+            if not self.leave_on_cancel:
+                await asyncio.shield(self._abort())
             raise
         finally:
             beat.cancel()
@@ -360,7 +379,8 @@ class TurnRunner:
         prompt: str | Sequence[EventRecord],
         recording: tuple[str, list[sources.WireResponse]] | None,
     ) -> None:
-        await self._announce(await _open_turns_db(self.conversation, prompt, recording))
+        await self._announce(await _open_turns_db(self.conversation, prompt, recording, None,
+                                                  self.exchange))
 
     async def _announce(self, opened: list[tuple[Turn, list[Event]]]) -> None:
         self.turn = opened[-1][0]
@@ -371,7 +391,7 @@ class TurnRunner:
                                   _opened_messages(opened, self.last_seq), self.layer)
 
     async def _resume(self, turn: Turn, before: Sequence[EventRecord]) -> None:
-        events, stored = await _resume_turn_db(turn, before)
+        events, stored = await _resume_turn_db(turn, before, self.exchange)
         self.turn = turn
         self.stream.resume(stored[0], turn.responses_list)
         self._provenance_done = bool(turn.provider)  # recorded once, by the first response

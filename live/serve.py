@@ -43,7 +43,12 @@ def _mounted(fallback: Any, mounts: dict[str, Any]) -> Any:
 
 
 async def stop_live_tasks(timeout: float = 5.0) -> None:
-    """Cancel running turns so each records its interruption (partial text kept)."""
+    """Cancel running turns so each records its interruption (partial text kept; a proxied
+    turn is left to its exchange in the capture log, which the next start records whole), then
+    give up this server's lease: whoever starts next takes what it left at once."""
+    from asgiref.sync import sync_to_async
+
+    from live import instances
     from live.runner import active_tasks
 
     tasks = list(active_tasks)
@@ -51,6 +56,10 @@ async def stop_live_tasks(timeout: float = 5.0) -> None:
         task.cancel()
     if tasks:
         await asyncio.wait(tasks, timeout=timeout)
+    try:
+        await sync_to_async(instances.deregister)()
+    except Exception:  # the lease runs out by itself
+        log.warning("could not give up this server's lease", exc_info=True)
 
 
 def serve(
@@ -73,10 +82,12 @@ def serve(
     from django.db import connections
     from twisted.internet import defer, reactor
 
-    from live import runner
+    from live import instances, runner
 
     def ready() -> None:
         loop = asyncio.get_event_loop()
+        # the lease, and what gone servers (this one's last run included) left: at once
+        loop.call_soon(lambda: runner.spawn(instances.keep_up(), name="instance"))
         if on_ready is not None:
             loop.call_soon(lambda: runner.spawn(on_ready(), name="demo"))
         reactor.addSystemEventTrigger(
@@ -88,6 +99,7 @@ def serve(
         from live import forwarded
 
         forwarded.trust_configured_hops()  # X-Forwarded-For from the right, trusted hops only
+    instances.register()  # this process owns what it runs and captures from now on
     # What this thread opened while preparing: the reactor's loop never hands it back, so it
     # would stay open, idle, for the life of the process.
     connections.close_all()

@@ -98,14 +98,16 @@ def _payload(row: Any) -> parts.Payload | None:
     return parts.Payload(row.provider, row.format, row.version, orjson.loads(row.value))
 
 
-def event_responses(turn: Turn) -> list[Iterable[parts.Part]]:
-    """A part stream that rebuilds ``turn``'s events through the EventBuilder: text blocks
-    split into deltas, citations with their code-point ranges, activities, tool calls and
-    artifacts as they were. An incomplete block is left open, so the replay ends the same way
-    (interrupted) when the original did."""
+def event_responses(turn: Turn, until_seq: int | None = None) -> list[Iterable[parts.Part]]:
+    """A part stream that rebuilds ``turn``'s events (up to ``until_seq`` when given) through
+    the EventBuilder: text blocks split into deltas, citations with their code-point ranges,
+    activities, tool calls and artifacts as they were. An incomplete block is left open, so the
+    replay ends the same way (interrupted) when the original did."""
+    found = Event.objects.filter(turn=turn)
+    if until_seq is not None:
+        found = found.filter(seq__lte=until_seq)
     events = list(
-        Event.objects.filter(turn=turn).order_by("seq").select_related("payload")
-        .prefetch_related("attributions__replay")
+        found.order_by("seq").select_related("payload").prefetch_related("attributions__replay")
     )
     return [_parts_from_events(turn, events)]
 

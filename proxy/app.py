@@ -25,17 +25,22 @@ For each request:
    chunk as it arrives: the raw bytes, never decoded or re-encoded, so a gzip-encoded response
    reaches the app gzip-encoded, byte for byte (the recorder decodes its own copy). Every
    response carries ``ISOLATION``: a browser never runs, sniffs or frames what a provider sent.
-4. A recorded endpoint's copy goes to a ``Recorder`` (its own task; see ``proxy.recorder``),
-   which yields to every request still waiting for its first byte (``proxy.priority``).
-   Upstream unreachable: 502, timing out before the response: 504, both in the provider's shape
-   and recorded as a failed turn. The app disconnecting closes the upstream request; the turn
-   ends interrupted with what streamed.
+4. A recorded endpoint's exchange goes to the capture log first (``proxy.capture``): each chunk
+   is committed there before the app gets it, and recording reads it from there (its own task,
+   ``proxy.recorder``, which yields to every request still waiting for its first byte:
+   ``proxy.priority``). Upstream unreachable: 502, timing out before the response: 504, both in
+   the provider's shape and recorded as a failed turn. The app disconnecting closes the upstream
+   request; the turn ends interrupted with what streamed. The provider breaking off mid-response
+   breaks off the app's response too, after exactly the bytes it got (the connection is closed
+   without the response's end, so its SDK raises as it would talking to the provider), and the
+   turn ends interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -46,9 +51,7 @@ import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from live import runner as live_runner
-from proxy import endpoints, paths, priority, threads
-from proxy.recorder import Recorder
+from proxy import capture, endpoints, paths, priority, threads
 from upstream import client as upstream
 from upstream import errors, hosts
 
@@ -272,10 +275,9 @@ async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, 
     endpoint = endpoints.recorded(service, method, path)
     recorder = None
     if endpoint is not None:
-        recorder = Recorder(user=user, endpoint=endpoint, body=body, url=target,
-                            api_version=_header(headers, b"anthropic-version") or None,
-                            conversation=conversation)
-        live_runner.spawn(recorder.run(), name=f"proxy-{provider}")
+        recorder = capture.hub().open(user=user, endpoint=endpoint, body=body, url=target,
+                                      api_version=_header(headers, b"anthropic-version") or None,
+                                      conversation=conversation)
     try:
         await _forward(provider, method, target, forwarded_headers(headers), body, receive,
                        send, recorder, first)
@@ -286,7 +288,7 @@ async def _proxy(scope: dict[str, Any], receive: Any, send: Any, provider: str, 
 
 
 async def _forward(provider: str, method: str, target: str, headers: list[tuple[bytes, bytes]],
-                   body: bytes, receive: Any, send: Any, recorder: Recorder | None,
+                   body: bytes, receive: Any, send: Any, recorder: capture.Capture | None,
                    first: priority.FirstByte) -> None:
     try:
         response = await upstream.send(method, target, headers=headers, content=body)
@@ -323,12 +325,12 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
         await send({"type": "http.response.start", "status": response.status_code,
                     "headers": response_headers(raw_headers)})
         async for chunk in response.aiter_raw():
+            if recorder is not None:
+                await recorder.append(chunk)  # in the capture log before the app has it
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             first.sent()
-            if recorder is not None:
-                recorder.feed(chunk)
         if recorder is not None:
-            recorder.end()
+            recorder.end("complete")
         done = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     except asyncio.CancelledError:
@@ -338,17 +340,36 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
         if me is not None:
             me.uncancel()
     except httpx.HTTPError as exc:
-        # the provider broke off mid-response: the app's response ends there too
+        # the provider broke off mid-response: so does the app's response, after exactly the
+        # bytes it got, without its end (its SDK raises, as it would talking to the provider)
         done = True
         log.warning("proxy: %s stopped mid-response (%s)", provider, type(exc).__name__)
-        with contextlib.suppress(Exception):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if recorder is not None:
+            recorder.end("cut")
+        await _break_off(send)
     finally:
         watcher.cancel()
         if recorder is not None:
-            recorder.end()
+            recorder.end("gone")
         with contextlib.suppress(Exception):
             await asyncio.shield(response.aclose())
+
+
+class ResponseCut(Exception):
+    """Raised out of the app to make a server close a response mid-way (uvicorn does)."""
+
+
+async def _break_off(send: Any) -> None:
+    """Close the app's connection without ending its response. Under daphne (``send`` is its
+    reply function bound to the request's protocol) the connection is closed once what was
+    sent is written out; any other server closes the connection of an app that raises
+    mid-response."""
+    protocol = send.args[0] if isinstance(send, functools.partial) and send.args else None
+    transport = getattr(protocol, "transport", None)
+    if transport is not None and hasattr(transport, "loseConnection"):
+        transport.loseConnection()
+        return
+    raise ResponseCut("the provider broke off the response")
 
 
 def redacted_path(text: str) -> str:

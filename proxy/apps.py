@@ -8,4 +8,11 @@ class ProxyConfig(AppConfig):
     def ready(self) -> None:
         # The vocabulary the proxy produces (tool_call_response events) is registered in every
         # process, so documents holding such events import anywhere.
-        from proxy import messages  # noqa: F401
+        # A server's recovery rounds record what gone servers left in the capture log.
+        from live import instances
+        from proxy import (
+            catchup,
+            messages,  # noqa: F401
+        )
+
+        instances.add_hook(catchup.take_over_gone)

@@ -258,9 +258,11 @@ def test_unreadable_wire_data_never_breaks_the_clients_stream(upstream, proxy_ur
     assert turn.status in ("interrupted", "failed")
 
 
-def test_a_recording_failure_is_logged_and_marked_and_the_client_gets_everything(
+def test_a_live_recording_that_breaks_off_is_completed_from_the_capture_log(
     upstream, proxy_url, token, monkeypatch, caplog
 ):
+    """The second write of the live recording fails: the app is not affected, and the turn is
+    recorded whole from the capture log, as a recording that never failed would be."""
     calls = {"n": 0}
     real = live_runner._write_db
 
@@ -272,15 +274,22 @@ def test_a_recording_failure_is_logged_and_marked_and_the_client_gets_everything
 
     monkeypatch.setattr(live_runner, "_write_db", busy)
     served = reply("anthropic", TIDES, pace=0.002)
-    upstream.add(served, served)
+    upstream.add(served, served, served)
     direct = sdk.call(ANTHROPIC, upstream.url)
     proxied = sdk.call(ANTHROPIC, f"{proxy_url}/proxy/anthropic", {"X-Turnscope-Token": token})
     assert proxied == direct and proxied[0] == "ok"
     wait_recorded()
-    turn = only_turn()
-    assert (turn.status, turn.end_reason) == ("failed", "error")
-    assert error_events(turn)[-1]["code"] == "recording_failed"
-    assert any("could not record" in r.getMessage() for r in caplog.records)
+    assert calls["n"] >= 2  # the live recording did break off
+    again = sdk.call(ANTHROPIC, f"{proxy_url}/proxy/anthropic", {"X-Turnscope-Token": token})
+    assert again == direct
+    wait_recorded()
+    broken, clean = Turn.objects.filter(role=Turn.Role.AGENT).order_by("created_at")
+    assert (broken.status, broken.end_reason) == ("complete", clean.end_reason)
+    assert [(e.kind, e.text, e.incomplete) for e in broken.events.order_by("seq")] == [
+        (e.kind, e.text, e.incomplete) for e in clean.events.order_by("seq")]
+    assert (broken.provider, broken.model) == (clean.provider, clean.model)
+    assert broken.recording.response_list[0]["raw"] == clean.recording.response_list[0]["raw"]
+    assert any("recorded from the capture log" in r.getMessage() for r in caplog.records)
 
 
 def test_streams_in_parallel_are_recorded_separately(upstream, proxy_url, token):

@@ -1,0 +1,285 @@
+"""Capture first, record second: the forwarder's side of the capture log, and who records what.
+
+The forwarder opens an exchange in the capture log (``live.capture``) for each recorded request
+and appends each response chunk there before the app gets it (``Capture``); how the response
+ended goes there too. Recording reads from the log, never the other way round: the forwarder
+never waits for it.
+
+The ``Hub`` (one per event loop) decides who records: at most ``TURNSCOPE_RECORDING_SLOTS``
+exchanges at a time. An exchange that gets a slot while it is being forwarded is recorded live
+(``proxy.recorder``: the conversation page shows it streaming), its chunks handed over in memory
+up to a small window (``WINDOW`` bytes) and read back from the log past it; every other one —
+one that waited for a slot, one whose live recording broke off (the database went away), one a
+stopped process left in the log — is recorded from the log once it has ended
+(``proxy.catchup``). So memory holds the slots' windows, whatever the load; the backlog is the
+log's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from conversations import redaction
+from live import capture, instances
+from live import runner as live_runner
+from proxy.endpoints import Endpoint
+
+log = logging.getLogger("turnscope.proxy")
+
+WINDOW = 256 * 1024  # bytes of one live recording's chunks handed over in memory at most
+
+_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
+
+
+def slots() -> int:
+    return max(1, int(getattr(settings, "TURNSCOPE_RECORDING_SLOTS", 16)))
+
+
+@dataclass
+class Feed:
+    """What the forwarder tells the recording of one exchange in this process: the response
+    as it starts, chunks (while a live recording reads them, up to ``WINDOW``), and the end."""
+
+    xid: str
+    status: int = 0
+    encoding: str = ""
+    failure: tuple[str, str] | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    total: int | None = None  # chunks in all, once ended
+    offered: int = 0  # chunks forwarded (so committed to the log) so far
+    attached: bool = False  # a live recording reads the memory window
+    memory: deque[tuple[int, bytes]] = field(default_factory=deque)
+    held: int = 0  # bytes in ``memory``
+
+    def offer(self, n: int, chunk: bytes) -> None:
+        self.offered = max(self.offered, n + 1)
+        if self.attached and self.held + len(chunk) <= WINDOW:
+            self.memory.append((n, chunk))
+            self.held += len(chunk)
+        self.wake.set()
+
+    def take(self, n: int) -> bytes | None:
+        """Chunk ``n`` from the memory window, if it is there (older ones are dropped)."""
+        while self.memory and self.memory[0][0] < n:
+            self.held -= len(self.memory.popleft()[1])
+        if self.memory and self.memory[0][0] == n:
+            chunk = self.memory.popleft()[1]
+            self.held -= len(chunk)
+            return chunk
+        return None
+
+
+class Capture:
+    """The forwarder's handle on one exchange: never raises, and waits only for the log."""
+
+    def __init__(self, hub: Hub, xid: str, opened: asyncio.Future[None]) -> None:
+        self.hub = hub
+        self.xid = xid
+        self.feed = hub.feed(xid)
+        self._n = 0
+        self._broken = False
+        self._done = False
+        _quiet(opened, self)
+
+    @property
+    def started(self) -> bool:
+        return self.feed.started.is_set()
+
+    def response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        encoding = ""
+        for name, value in headers:
+            if name.lower() == b"content-encoding":
+                encoding = value.decode("latin-1").strip().lower()
+        self.feed.status, self.feed.encoding = status, encoding
+        _quiet(self.hub.log.respond(self.xid, status, encoding), self)
+        self.feed.started.set()
+        self.feed.wake.set()
+
+    async def append(self, chunk: bytes) -> None:
+        """Chunk the app is about to get: in the log first (committed when this returns)."""
+        n = self._n
+        self._n += 1
+        if not self._broken:
+            try:
+                await self.hub.log.append(self.xid, n, chunk)
+            except capture.CaptureError:
+                self._broken = True  # logged by the writer; the app's stream goes on
+        self.feed.offer(n, chunk)
+
+    def end(self, state: str) -> None:
+        """The response is over: ``complete`` (the app got it all), ``cut`` (the provider
+        broke off) or ``gone`` (the app went away)."""
+        if self._done:
+            return
+        self._done = True
+        self.feed.total = self.feed.offered  # what went to the app (a cancelled append did not)
+        _quiet(self.hub.log.end(self.xid, state), self)
+        self.feed.started.set()
+        self.feed.ended.set()
+        self.feed.wake.set()
+        self.hub.forwarded(self.xid)
+
+    def failed(self, status: int, code: str, message: str) -> None:
+        """No response: the upstream was unreachable or timed out (``status`` 502 / 504)."""
+        if self._done:
+            return
+        self.feed.status, self.feed.failure = status, (code, message)
+        self._done = True
+        self.feed.total = 0
+        _quiet(self.hub.log.end(self.xid, "failed", (code, message), status), self)
+        self.feed.started.set()
+        self.feed.ended.set()
+        self.feed.wake.set()
+        self.hub.forwarded(self.xid)
+
+
+def _quiet(future: asyncio.Future[None], capture_: Capture) -> None:
+    """A log write nobody awaits: a failure is logged by the writer, and noted here."""
+
+    def done(f: asyncio.Future[None]) -> None:
+        if not f.cancelled() and f.exception() is not None:
+            capture_._broken = True
+
+    future.add_done_callback(done)
+
+
+@dataclass
+class Known:
+    """What the forwarder knew of an exchange it opened (spares the recording a lookup)."""
+
+    user: Any
+    endpoint: Endpoint
+    body: bytes
+    url: str
+    api_version: str | None
+    conversation: Any
+
+
+class Hub:
+    """One event loop's recordings of captured exchanges."""
+
+    def __init__(self) -> None:
+        self.log = capture.get_log()
+        self.feeds: dict[str, Feed] = {}
+        self.known: dict[str, Known] = {}
+        self.busy: set[str] = set()  # being recorded here (live or from the log)
+        self.forwarding: set[str] = set()
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.instance = instances.owner()
+
+    def feed(self, xid: str) -> Feed:
+        found = self.feeds.get(xid)
+        if found is None:
+            found = self.feeds[xid] = Feed(xid)
+        return found
+
+    def open(self, *, user: Any, endpoint: Endpoint, body: bytes, url: str,
+             api_version: str | None, conversation: Any) -> Capture:
+        """A recorded request is about to be forwarded: its exchange in the log, and a live
+        recording if a slot is free."""
+        url = redaction.redact_text(url)  # Gemini's ?key= never gets into the log
+        meta = {"user": user.pk, "provider": endpoint.provider, "endpoint": endpoint.name,
+                "path": endpoint.path, "url": url, "served_by": endpoint.served_by,
+                "api_version": api_version,
+                "conversation": str(conversation.pk) if conversation is not None else None}
+        xid, opened = self.log.open_nowait("proxy", meta, body, instance=self.instance)
+        self.forwarding.add(xid)
+        handle = Capture(self, xid, opened)
+        known = Known(user, endpoint, body, url, api_version, conversation)
+        if len(self.busy) < slots():
+            self._start_live(xid, known, opened)
+        else:
+            self.known[xid] = known  # small: recorded from the log when a slot frees
+        self._ensure_loop()
+        return handle
+
+    def forwarded(self, xid: str) -> None:
+        self.forwarding.discard(xid)
+        self.known.pop(xid, None)
+        if xid not in self.busy:
+            self.feeds.pop(xid, None)
+        self.wake.set()
+
+    def _start_live(self, xid: str, known: Known | None,
+                    opened: asyncio.Future[None] | None) -> None:
+        from proxy.recorder import Recorder
+
+        self.busy.add(xid)
+        feed = self.feed(xid)
+        feed.attached = True
+        recorder = Recorder(self, xid, feed, known, opened)
+        task = live_runner.spawn(recorder.run(), name=f"proxy-{xid}")
+        task.add_done_callback(lambda _: self._done(xid))
+
+    def _start_from_log(self, exchange: capture.Exchange) -> None:
+        from proxy import catchup
+
+        self.busy.add(exchange.id)
+        task = live_runner.spawn(catchup.record(self, exchange), name=f"proxy-log-{exchange.id}")
+        task.add_done_callback(lambda _: self._done(exchange.id))
+
+    def _done(self, xid: str) -> None:
+        self.busy.discard(xid)
+        if xid not in self.forwarding:
+            self.feeds.pop(xid, None)
+        self.wake.set()
+
+    def _ensure_loop(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._dispatch())
+            self._task.set_name("capture-hub")
+        self.wake.set()
+
+    async def _dispatch(self) -> None:
+        """Give each free slot the oldest exchange of this process still to record."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+            self.wake.clear()
+            try:
+                await self.fill()
+            except Exception:
+                log.warning("capture: could not read the log", exc_info=True)
+
+    async def fill(self) -> None:
+        while (free := slots() - len(self.busy)) > 0:
+            waiting = await _off_loop(lambda: self.log.pending(
+                instance=self.instance, exclude=set(self.busy), limit=free))
+            if not waiting:
+                return
+            for exchange in waiting:
+                if exchange.id in self.busy:
+                    continue
+                if exchange.id in self.forwarding:
+                    self._start_live(exchange.id, self.known.pop(exchange.id, None), None)
+                else:
+                    self._start_from_log(exchange)
+
+    def take_over(self, exchanges: list[capture.Exchange]) -> None:
+        """Exchanges this process now owns (a gone process left them): recorded as slots
+        free up."""
+        if exchanges:
+            self._ensure_loop()
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
+
+
+def hub() -> Hub:
+    loop = asyncio.get_running_loop()
+    found = _hubs.get(loop)
+    if found is None or found.log is not capture.get_log():
+        found = _hubs[loop] = Hub()
+    return found

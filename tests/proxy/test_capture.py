@@ -1,0 +1,137 @@
+"""The capture log (``live.capture``) and recording from it (``proxy.catchup``): appends are
+durable and ordered, recording an exchange twice makes one turn, transient database errors are
+retried, and a turn is failed-to-record only when the bytes cannot be read."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+from django.db.utils import OperationalError
+
+from conversations.models import Turn
+from live import bundled, capture
+from live.models import RecordedExchange
+from proxy import catchup
+from proxy.capture import Hub
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIDES = bundled.sample("anthropic-tides").responses[0].raw.encode()
+BODY = (b'{"model": "claude-sonnet-4-6", "max_tokens": 100, "stream": true, '
+        b'"messages": [{"role": "user", "content": "Tides?"}]}')
+
+
+@pytest.fixture
+def log_(tmp_path):
+    return capture.CaptureLog(tmp_path / "capture.sqlite3")
+
+
+def _captured(log_: capture.CaptureLog, user, chunks: list[bytes], state: str = "complete",
+              status: int = 200) -> capture.Exchange:
+    async def go() -> str:
+        xid = await log_.open("proxy", {
+            "user": user.pk, "provider": "anthropic", "endpoint": "messages",
+            "path": "/v1/messages", "url": "https://api.anthropic.com/v1/messages",
+            "api_version": "2023-06-01", "conversation": None}, BODY, instance="test")
+        await log_.respond(xid, status, "")
+        await asyncio.gather(*[log_.append(xid, n, c) for n, c in enumerate(chunks)])
+        await log_.end(xid, state)
+        return xid
+
+    found = log_.get(asyncio.run(go()))
+    assert found is not None
+    return found
+
+
+def _split(raw: bytes, size: int = 97) -> list[bytes]:
+    return [raw[i:i + size] for i in range(0, len(raw), size)]
+
+
+def test_appends_are_committed_in_order_and_read_back_whole(log_, owner):
+    chunks = _split(TIDES)
+    exchange = _captured(log_, owner, chunks)
+    assert (exchange.state, exchange.chunks, exchange.bytes) == ("complete", len(chunks),
+                                                                 len(TIDES))
+    assert b"".join(log_.all_chunks(exchange.id)) == TIDES
+    assert log_.chunks(exchange.id, 3, limit_bytes=1) == [chunks[3]]
+    # another connection (another process) sees the same committed bytes
+    other = sqlite3.connect(log_.path)
+    assert other.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == len(chunks)
+    lag = log_.lag()
+    assert (lag.count, lag.bytes) == (1, len(TIDES))
+
+
+def test_a_missing_chunk_is_an_error_not_a_shorter_response(log_, owner):
+    exchange = _captured(log_, owner, _split(TIDES))
+    sqlite3.connect(log_.path, isolation_level=None).execute(
+        "DELETE FROM chunks WHERE exchange = ? AND n = 2", (exchange.id,))
+    with pytest.raises(capture.CaptureError, match="chunk 2"):
+        list(log_.all_chunks(exchange.id))
+
+
+def _record(log_: capture.CaptureLog, exchange: capture.Exchange) -> Turn | None:
+    hub = Hub.__new__(Hub)
+    hub.log = log_
+    return asyncio.run(catchup.record(hub, exchange))
+
+
+def test_recording_an_exchange_twice_makes_one_turn(log_, owner, monkeypatch):
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    exchange = _captured(log_, owner, _split(TIDES))
+    first = _record(log_, exchange)
+    assert first is not None and first.status == "complete"
+    text = "".join(e.text for e in first.events.order_by("seq") if e.kind == "message")
+    assert "Two bulges" in text
+    assert first.recording.response_list[0]["raw"] == TIDES.decode()
+    again = _record(log_, exchange)  # recovery run again: nothing changes
+    assert again is not None and again.pk == first.pk
+    assert Turn.objects.filter(role="agent").count() == 1
+    assert Turn.objects.filter(role="user").count() == 1
+    assert first.events.count() == Turn.objects.get(pk=first.pk).events.count()
+    assert RecordedExchange.objects.get(pk=exchange.id).done
+    assert log_.get(exchange.id).recorded is not None
+    assert list(log_.all_chunks(exchange.id)) == []  # its bytes are gone once recorded
+    assert log_.lag().count == 0
+
+
+def test_a_cut_exchange_is_an_interrupted_turn_with_the_text_the_app_got(log_, owner,
+                                                                        monkeypatch):
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    cut = TIDES[: TIDES.index(b"Two bulges") + 40]
+    turn = _record(log_, _captured(log_, owner, _split(cut), state="cut"))
+    assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    last = turn.events.order_by("seq").last()
+    assert last.incomplete and last.text.startswith("## Two bulges")
+
+
+def test_transient_database_errors_are_retried_until_the_database_is_back(
+        log_, owner, monkeypatch):
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    monkeypatch.setattr(catchup, "FIRST_WAIT", 0.01)
+    real = catchup.complete
+    fails = {"n": 0}
+
+    def flaky(*args):
+        if fails["n"] < 4:
+            fails["n"] += 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(*args)
+
+    monkeypatch.setattr(catchup, "complete", flaky)
+    turn = _record(log_, _captured(log_, owner, _split(TIDES)))
+    assert fails["n"] == 4
+    assert turn is not None and turn.status == "complete"
+    assert not turn.events.filter(kind="error").exists()
+
+
+def test_unreadable_bytes_fail_the_turn_saying_why(log_, owner, monkeypatch):
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    exchange = _captured(log_, owner, _split(TIDES))
+    sqlite3.connect(log_.path, isolation_level=None).execute(
+        "DELETE FROM chunks WHERE exchange = ? AND n = 1", (exchange.id,))
+    turn = _record(log_, exchange)
+    assert (turn.status, turn.end_reason) == ("failed", "error")
+    [error] = [e.typed_body.to_body()["error"] for e in turn.events.all() if e.kind == "error"]
+    assert error["code"] == "recording_failed" and "chunk 1" in error["message"]
