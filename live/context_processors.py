@@ -12,3 +12,37 @@ from live import calls
 
 def live_calls(request: HttpRequest) -> dict[str, Any]:
     return {"live_composer": calls.composer}
+
+
+def capture_backlog(request: HttpRequest) -> dict[str, Any]:
+    """``capture_waiting`` on a conversation's page: the responses proxied into it that the
+    capture log holds and recording has not caught up with yet (a callable: read only where a
+    template shows it)."""
+    match = getattr(request, "resolver_match", None)
+    conversation_id = (match.kwargs.get("conversation_id") if match is not None else None)
+    if not conversation_id:
+        return {}
+    return {"capture_waiting": lambda: waiting_for(str(conversation_id))}
+
+
+def waiting_for(conversation_id: str, older_than: float = 3.0) -> dict[str, Any] | None:
+    """The exchanges bound for ``conversation_id`` not recorded ``older_than`` seconds after
+    they began (a live recording that keeps up is not "waiting"): their count and how far
+    behind the oldest is, or None."""
+    import time
+
+    from live import capture
+    from live.models import RecordedExchange
+
+    recording = {str(x) for x in RecordedExchange.objects.filter(
+        done=False, turn__conversation_id=conversation_id).values_list("pk", flat=True)}
+    try:
+        pending = capture.get_log().pending(limit=10_000)
+    except Exception:  # the page shows without it
+        return None
+    now = time.time()
+    mine = [x for x in pending if now - x.opened >= older_than
+            and (x.id in recording or x.meta.get("conversation") == conversation_id)]
+    if not mine:
+        return None
+    return {"count": len(mine), "seconds": round(now - min(x.opened for x in mine))}

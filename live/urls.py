@@ -12,4 +12,5 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/turns/<int:index>/fork/", views.fork_view, name="live-fork"),
     path("c/<uuid:conversation_id>/turns/<int:index>/rerun/", views.rerun_view,
          name="live-rerun"),
+    path("staff/capture/", views.capture_status_view, name="capture-status"),
 ]

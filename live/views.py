@@ -207,3 +207,26 @@ async def rerun_view(request: HttpRequest, conversation_id: Any, index: int) -> 
     return await sync_to_async(render)(request, "live/rerun.html", {
         "conversation": conversation, "turn": turn, "reruns": reruns,
         "composer": calls.composer(exclude=turn.provider)})
+
+
+@never_cache
+@require_GET
+def capture_status_view(request: HttpRequest) -> HttpResponse:
+    """``GET /staff/capture/`` (staff only): how far behind recording is — what
+    ``manage.py capture_status`` prints — as a page, or JSON with ``Accept: application/json``."""
+    from django.contrib.admin.views.decorators import staff_member_required
+
+    @staff_member_required
+    def view(request: HttpRequest) -> HttpResponse:
+        from live import capture
+
+        log = capture.get_log()
+        lag = log.lag()
+        if _wants_json(request):
+            return JsonResponse({"waiting": lag.count, "bytes": lag.bytes,
+                                 "oldest_seconds": round(lag.seconds, 1),
+                                 "by_state": lag.by_state})
+        return render(request, "live/capture_status.html", {
+            "lag": lag, "waiting": log.pending(limit=50), "path": log.path})
+
+    return view(request)

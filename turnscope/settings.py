@@ -99,6 +99,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "live.context_processors.live_calls",
+                "live.context_processors.capture_backlog",
                 "conversations.context_processors.sharing",
             ],
         },
