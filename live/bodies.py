@@ -60,10 +60,24 @@ def cap(target: bytes) -> int:
     return int(settings.TURNSCOPE_MAX_UPLOAD_BYTES)
 
 
-def _answer(limit: int) -> bytes:
-    body = orjson.dumps({"error": {"code": "request_too_large", "message": (
-        f"The request body is larger than this endpoint's limit of {limit} bytes; "
-        "nothing of it was read.")}})
+def _answer(limit: int, target: bytes) -> bytes:
+    """The 413, in the provider's error shape under ``/proxy/<provider>/`` (an SDK reads it as
+    its provider's own), else Turnscope's."""
+    from upstream import errors
+
+    message = (f"The request body is larger than this endpoint's limit of {limit} bytes; "
+               "nothing of it was read or forwarded.")
+    path = unquote_to_bytes(target.split(b"?", 1)[0])
+    provider = ""
+    if path.startswith(PROXY_PREFIX):
+        rest = path[len(PROXY_PREFIX):].decode("latin-1")
+        if rest.startswith("t/"):
+            rest = rest[2:].partition("/")[2]
+        provider = rest.partition("/")[0]
+    if provider in ("anthropic", "openai", "google"):
+        body = errors.body(provider, 413, "request_too_large", message)
+    else:
+        body = orjson.dumps({"error": {"code": "request_too_large", "message": message}})
     return (b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n"
             b"Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n" + body)
@@ -86,7 +100,7 @@ def _refuse(request: Any, declared: int | None) -> None:
     log.warning("refused a request body of %s bytes for %s (limit %s)",
                 declared if declared is not None else "more than the limit",
                 _logged(target), request._turnscope_cap)
-    transport.write(_answer(request._turnscope_cap))
+    transport.write(_answer(request._turnscope_cap, target))
     close_writing = getattr(transport, "loseWriteConnection", None)
     if close_writing is not None:
         close_writing()

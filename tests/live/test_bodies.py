@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import orjson
 import pytest
 from daphne.http_protocol import WebRequest
 from twisted.internet.testing import StringTransport
@@ -78,6 +79,9 @@ def test_a_chunked_body_is_cut_as_it_passes_the_cap(patched):
     made.dataReceived(chunk + chunk + b"0\r\n\r\n")
     assert transport.value().startswith(b"HTTP/1.1 413 ")
     assert processed == []
+    # in the provider's own error shape: an SDK reads it as its provider's 413
+    error = orjson.loads(transport.value().partition(b"\r\n\r\n")[2])
+    assert error["type"] == "error" and error["error"]["type"] == "request_too_large"
 
 
 def test_a_body_within_its_cap_reaches_the_app_whole(patched):
