@@ -340,8 +340,24 @@ class ImportProblemSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
+class AlreadyImportedSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["already_imported"])
+    files = serializers.ListField(child=serializers.IntegerField())
+    source = serializers.CharField()
+    format = serializers.CharField()
+    id = serializers.UUIDField(help_text="The conversation imported before.")
+    title = serializers.CharField(allow_blank=True)
+    url = serializers.CharField()
+    turns = serializers.IntegerField(help_text="Turns of the conversation imported before.")
+    changed = serializers.BooleanField(help_text="The file holds another number of turns of "
+                                       "it (a later export): import a copy to keep both.")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
 class ImportReportSerializer(serializers.Serializer):
     imported = ImportedSerializer(many=True)
+    already_imported = AlreadyImportedSerializer(many=True, help_text="Conversations you "
+                                                 "imported before: not imported again.")
     problems = ImportProblemSerializer(many=True)
     conversations = serializers.IntegerField(help_text="How many were imported.")
     detail = serializers.CharField(required=False, help_text="When nothing was imported.")

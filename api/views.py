@@ -7,6 +7,7 @@ a 400 naming the problem, with nothing written.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db.models import QuerySet
@@ -62,6 +63,8 @@ from conversations.projections import (
 )
 from conversations.redaction import redact_text
 from conversations.responses import streaming_response
+
+log = logging.getLogger("turnscope.api")
 
 EXPORT_FORMATS = {
     "json": ("application/json", "json"),
@@ -396,18 +399,28 @@ class ImportView(ApiView):
                              "continues), `continuations` one turn in the order given (as "
                              "`ingest FILE...`), `each` one conversation each (as `ingest "
                              "--each`). In a multipart body, a `recordings` field."),
+            OpenApiParameter("copy", bool, default=False,
+                             description="Import a copy of what you imported before, instead "
+                             "of reporting it as already imported. In a multipart body, a "
+                             "`copy` field."),
         ],
         request=IMPORT_BODY,
-        responses={201: s.ImportReportSerializer, **errors(400, 413, *READ_ERRORS)},
+        responses={201: s.ImportReportSerializer, 200: s.ImportReportSerializer,
+                   **errors(400, 413, *READ_ERRORS)},
         description="Import conversations, as yours: a Turnscope export document (either "
         "projection), provider recordings (raw SSE, JSON lines or a JSON body; a recording joins "
         "the one before it when it continues it, see `recordings`), VCR cassettes, "
         "ChatGPT and Claude.ai data exports (the .zip or its conversations.json). Send one file "
         "as the raw body, or several as multipart/form-data. Each conversation is all or "
         "nothing; the report lists every conversation imported and every problem (file and "
-        "line). When nothing could be imported the answer is a 400 whose `detail` names the "
-        "first problem (with the same `imported` and `problems` lists). Credentials found are "
-        "redacted.",
+        "line). A conversation you imported before (the same export conversation id, or the "
+        "same recording bytes) is not imported again: it is listed in `already_imported` with "
+        "its link (`copy=true` imports a copy). When nothing was imported nor already there "
+        "the answer is a 400 whose `detail` names the first problem (with the same lists); "
+        "when everything was already there, a 200. With `Accept: application/x-ndjson` the "
+        "report streams as JSON lines, one per conversation as it is stored (`start`, "
+        "`conversation`, `already_imported`, `problem`, `progress`, then `done`, or `error` "
+        "when the server fails under way). Credentials found are redacted.",
     )
     def post(self, request: Request) -> Response:
         try:
@@ -431,19 +444,52 @@ class ImportView(ApiView):
         if grouping not in uploads.RECORDINGS:
             raise ValidationError({"recordings": "must be one of "
                                                  f"{', '.join(uploads.RECORDINGS)}"})
-        imported, problems = [], []
-        for result in uploads.import_files(files, owner=request.user, format=fmt,
-                                           recordings=grouping):
-            if isinstance(result, uploads.Progress):
-                continue
-            report = uploads.report(result, _conversation_url)
-            (imported if report["type"] == "conversation" else problems).append(report)
-        body = {"imported": imported, "problems": problems, "conversations": len(imported)}
-        if not imported:
-            body["detail"] = problems[0]["detail"] if problems else "Nothing to import."
-            return Response(body, status=status.HTTP_400_BAD_REQUEST)
-        location = reverse("api-conversation-detail", kwargs={"id": imported[0]["id"]})
-        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+        copy = _flag(data.get("copy") if hasattr(data, "get") else None,
+                     request.query_params.get("copy"))
+        results = uploads.import_files(files, owner=request.user, format=fmt,
+                                       recordings=grouping, copy=copy)
+        if "application/x-ndjson" in request.headers.get("Accept", ""):
+            # Each conversation as it is stored: a client still connected when the server
+            # stops has every line of what was stored before.
+            return streaming_response(request._request, uploads.result_lines(
+                results, files, _conversation_url), "application/x-ndjson")
+        found: dict[str, list[dict[str, Any]]] = {
+            "conversation": [], "already_imported": [], "problem": []}
+        try:
+            for result in results:
+                if not isinstance(result, uploads.Progress):
+                    report = uploads.report(result, _conversation_url)
+                    found[report["type"]].append(report)
+        except Exception:  # what was stored before it stays stored: say which, with the error
+            log.exception("import stopped")
+            return Response(_import_body(found) | {
+                "detail": "The import stopped on a server error; what is listed was imported."},
+                status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+        body = _import_body(found)
+        if found["conversation"]:
+            location = reverse("api-conversation-detail",
+                               kwargs={"id": found["conversation"][0]["id"]})
+            return Response(body, status=status.HTTP_201_CREATED, headers={"Location": location})
+        if found["already_imported"]:  # nothing new: every conversation was there already
+            return Response(body)
+        problems = found["problem"]
+        body["detail"] = problems[0]["detail"] if problems else "Nothing to import."
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _import_body(found: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {"imported": found["conversation"], "already_imported": found["already_imported"],
+            "problems": found["problem"], "conversations": len(found["conversation"])}
+
+
+def _flag(*values: Any) -> bool:
+    """A yes/no parameter: the first given of ``values`` (``1``, ``true``, ``on``: yes)."""
+    for value in values:
+        if value not in (None, ""):
+            if str(value).lower() not in ("1", "true", "on", "yes", "0", "false", "off", "no"):
+                raise ValidationError({"copy": "must be true or false"})
+            return str(value).lower() in ("1", "true", "on", "yes")
+    return False
 
 
 def _conversation_url(conversation: Conversation) -> str:

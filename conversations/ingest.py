@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 import providers
-from conversations import provenance, redaction, store
+from conversations import provenance, redaction, sources, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from conversations.rendering.plain import plain_line
@@ -96,19 +96,24 @@ class _Read:
     into: Conversation | store.NewConversation
 
 
+def source_key(provider: str, files: Sequence[ResponseFile], prompt: str = "") -> str:
+    """The source identity of the conversation ``files`` make (``conversations.sources``)."""
+    return sources.recording_key(provider, [(f.raw, f.context) for f in files], prompt)
+
+
 def _read(
     provider: str, files: Sequence[ResponseFile], *, owner: Any, title: str, prompt: str,
-    conversation: Conversation | None,
+    conversation: Conversation | None, key: str | None = None,
 ) -> _Read:
     builder, records = assemble(provider, files)
     prompt = storable(redaction.redact_text(prompt))
     return _turns(builder, records, owner=owner, title=title, conversation=conversation,
-                  prompt=[store.user_turn(prompt)] if prompt else [])
+                  prompt=[store.user_turn(prompt)] if prompt else [], key=key)
 
 
 def _turns(
     builder: EventBuilder, records: list[EventRecord], *, owner: Any, title: str,
-    conversation: Conversation | None, prompt: list[store.NewTurn],
+    conversation: Conversation | None, prompt: list[store.NewTurn], key: str | None = None,
 ) -> _Read:
     # Refused here, not by the store: a bulk batch would be written twice for it.
     provenance.validate(Turn.Role.AGENT, builder.provider, builder.model)
@@ -121,7 +126,7 @@ def _turns(
         provider=builder.provider, model=builder.model, finished=True,
     ))
     into = conversation if conversation is not None else store.NewConversation(
-        title=title or title_for(first, records, builder), owner=owner)
+        title=title or title_for(first, records, builder), owner=owner, source=key)
     return _Read(builder, records, turns, into)
 
 
@@ -145,10 +150,34 @@ def ingest(
     title: str = "",
     prompt: str = "",
     conversation: Conversation | None = None,
+    remember: bool = False,
 ) -> IngestSummary:
-    """Store ``files`` (a response and its continuations) as one agent turn."""
-    return _write(provider, _read(provider, files, owner=owner, title=title, prompt=prompt,
-                                  conversation=conversation))
+    """Store ``files`` (a response and its continuations) as one agent turn. With
+    ``remember`` (a new conversation someone imports from files), it keeps its source
+    identity, and the owner's second ingest of the same files raises ``AlreadyImported``
+    instead of storing a copy."""
+    key = None
+    if remember and conversation is None:
+        key = source_key(provider, files, prompt)
+        there = sources.already_imported(owner, key)
+        if there is not None:
+            raise AlreadyImported(there)
+    read = _read(provider, files, owner=owner, title=title, prompt=prompt,
+                 conversation=conversation, key=key)
+    try:
+        return _write(provider, read)
+    except IntegrityError as exc:
+        if key is None:
+            raise
+        raise AlreadyImported(sources.taken(owner, key, exc)) from None
+
+
+class AlreadyImported(Exception):
+    """The owner imported these files already: ``conversation`` is what they became."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        super().__init__(f"already imported as {conversation.pk}")
+        self.conversation = conversation
 
 
 def wire_parts(provider: str, response: ResponseFile) -> Iterator[Part]:
@@ -185,6 +214,7 @@ class BulkResult:
     name: str
     conversation: Conversation | None = None
     error: str = ""
+    already: bool = False  # the owner had imported it already: ``conversation`` is that one
 
 
 BULK_BATCH = 200  # files per commit: a commit per file was a third of the time, measured
@@ -195,6 +225,7 @@ BULK_BYTES = 64 * 2**20
 def ingest_each(
     provider: str, files: Iterable[ResponseFile], *, owner: Any = None,
     batch: int = BULK_BATCH, done: Callable[[BulkResult], None] | None = None,
+    copy: bool = False,
 ) -> Iterator[BulkResult]:
     """Each of ``files`` as its own conversation (one agent turn), in one process: many files
     are committed together (``batch`` per transaction, fewer when they hold over
@@ -207,13 +238,25 @@ def ingest_each(
     no database); the rest are written in one transaction, and only if the database refuses
     one of them is the batch written again with a savepoint per file. Not a savepoint per file
     every time: SQLite's FTS5 writes its pending index to disk at each savepoint, and that
-    made a file's search docs four times as dear."""
+    made a file's search docs four times as dear.
+
+    Each conversation keeps its file's source identity (``conversations.sources``): a file the
+    owner ingested already (a re-run after a crash) is reported ``already`` and not read again,
+    unless ``copy``."""
     for chunk in _batches(files, batch):
         read: list[_Read | BulkResult] = []
-        for response in chunk:
+        keys = [None if copy else source_key(provider, [r]) for r in chunk]
+        there = {} if copy else _imported(owner, keys)
+        for response, key in zip(chunk, keys, strict=True):
+            if key in there:
+                known = BulkResult(response.name, there[key], already=True)
+                read.append(known)
+                if done is not None:
+                    done(known)
+                continue
             try:
                 read.append(_read(provider, [response], owner=owner, title="", prompt="",
-                                  conversation=None))
+                                  conversation=None, key=key))
             except ValueError as exc:  # every refusal of the input (MalformedInput names
                 # the file and line): nothing of it reaches the database
                 refused = BulkResult(response.name, error=str(exc))
@@ -228,6 +271,14 @@ def ingest_each(
             if done is not None and not isinstance(item, BulkResult):
                 done(result)  # committed
         yield from results
+
+
+def _imported(owner: Any, keys: Sequence[str | None]) -> dict[str, Conversation]:
+    """The owner's conversations already imported from any of ``keys``, by key."""
+    wanted = [k for k in keys if k is not None]
+    found = Conversation.objects.filter(source__in=wanted)
+    found = found.filter(owner__isnull=True) if owner is None else found.filter(owner=owner)
+    return {c.source: c for c in found} if wanted else {}
 
 
 def _batches(files: Iterable[ResponseFile], count: int) -> Iterator[list[ResponseFile]]:
@@ -264,7 +315,13 @@ def _write_batch(
                 with transaction.atomic():  # the file's savepoint
                     summary = _write(provider, item)
             except (ValueError, DatabaseError) as exc:
-                results.append(BulkResult(response.name, error=str(exc)))
+                key = getattr(item.into, "source", None)
+                there = sources.already_imported(item.into.owner, key) \
+                    if isinstance(exc, IntegrityError) and key else None
+                if there is not None:  # another process ingested the same file first
+                    results.append(BulkResult(response.name, there, already=True))
+                else:
+                    results.append(BulkResult(response.name, error=str(exc)))
             else:
                 results.append(BulkResult(response.name, summary.conversation))
     return results

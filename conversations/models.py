@@ -98,6 +98,11 @@ class Conversation(models.Model):
     turn_count = models.PositiveIntegerField(default=0, editable=False)
     citation_count = models.PositiveIntegerField(default=0, editable=False)
     search_count = models.PositiveIntegerField(default=0, editable=False)
+    # Where an import took it from (``conversations.sources``): an export's conversation id, or
+    # a recording's content hash. One per owner (the constraints below), so a second import of
+    # the same source, a re-run after a crash or a race, is "already imported", never a copy.
+    # Empty for what was not imported, and for a copy imported on purpose.
+    source = models.CharField(max_length=200, blank=True, default="", editable=False)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -113,6 +118,15 @@ class Conversation(models.Model):
             models.Index(fields=["owner", "created_at", "id", "search_key"],
                          name="conversation_owner_created"),
             models.Index(fields=["created_at", "id", "search_key"], name="conversation_created"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "source"],
+                                    condition=~models.Q(source=""),
+                                    name="conversation_owner_source"),
+            # NULLs are distinct in a unique index: conversations of no owner need their own.
+            models.UniqueConstraint(fields=["source"],
+                                    condition=models.Q(owner__isnull=True) & ~models.Q(source=""),
+                                    name="conversation_ownerless_source"),
         ]
 
     def __str__(self) -> str:

@@ -431,9 +431,10 @@ def _check_provenance(doc: dict[str, Any]) -> None:
             raise InvalidDocument(f"turns[{t_index}].agent.model: {exc}") from None
 
 
-def import_document(doc: Any, *, owner: Any = None) -> Conversation:
+def import_document(doc: Any, *, owner: Any = None, source: str | None = None) -> Conversation:
     """Create a conversation from an export document (either projection), through the store.
-    All or nothing. Credentials found anywhere in it are redacted on the way in.
+    All or nothing. Credentials found anywhere in it are redacted on the way in. ``source``:
+    its source identity (``conversations.sources``), None for a copy.
 
     ``forked_from`` is kept only when ``owner`` may read that conversation: a link to anyone
     else's would tell the importer that it exists. Without an owner (the management commands,
@@ -462,6 +463,7 @@ def import_document(doc: Any, *, owner: Any = None) -> Conversation:
             id=given_id(meta["id"], "conversation.id"), owner=owner,
             title=storable(meta.get("title", "")), forked_from=forked_from,
             created_at=_datetime(meta.get("created_at"), "conversation.created_at"),
+            source=source,
         ))
     return conversation
 

@@ -68,6 +68,7 @@ class NewConversation:
     forked_at_turn: int | None = None
     id: uuid.UUID | None = None
     created_at: datetime | None = None  # also its updated_at: it sorts by when it happened
+    source: str | None = None  # an import's source identity (conversations.sources)
 
 
 @dataclass
@@ -472,6 +473,7 @@ class _Rows:
             "forked_at_turn": spec.forked_at_turn, "next_seq": 1,
             "search_key": None,  # the INSERT's (insert_conversation)
             "turn_count": 0, "citation_count": 0, "search_count": 0,  # the INSERT's
+            "source": spec.source or "",
         })
         # Assigned as Conversation(owner=...) does: checked, and cached on the instance.
         if spec.owner is not None:
@@ -621,7 +623,8 @@ def _as_uuid(value: Any) -> uuid.UUID:
 # them.
 COLUMNS: dict[type[Model], tuple[str, ...]] = {
     Conversation: ("id", "owner_id", "title", "created_at", "updated_at", "forked_from_id",
-                   "forked_at_turn", "next_seq", "turn_count", "citation_count", "search_count"),
+                   "forked_at_turn", "next_seq", "turn_count", "citation_count", "search_count",
+                   "source"),
     Turn: ("id", "conversation_id", "index", "role", "status", "end_reason", "agent_id",
            "provider", "model", "responses", "created_at", "completed_at"),
     ProviderPayload: ("id", "provider", "format", "version", "value", "size", "sha256",
@@ -743,7 +746,7 @@ class _Tables:
             rows.time(conversation.created_at), rows.time(conversation.updated_at),
             None if conversation.forked_from_id is None else self.uuid(
                 conversation.forked_from_id),
-            conversation.forked_at_turn, conversation.next_seq, *counts,
+            conversation.forked_at_turn, conversation.next_seq, *counts, conversation.source,
         ])
         if self.returns_search_key:
             conversation.search_key = cursor.fetchone()[0]
@@ -799,7 +802,13 @@ def set_owner(conversation: Conversation, owner: Any) -> None:
         old = Conversation.objects.select_for_update().filter(pk=conversation.pk) \
             .values_list("owner_id", flat=True).first()
         new = None if owner is None else owner.pk
-        Conversation.objects.filter(pk=conversation.pk).update(owner_id=new)
+        moved = Conversation.objects.filter(pk=conversation.pk)
+        # The new owner imported the same source already: this one is a copy of it for them
+        # (one conversation per source and owner).
+        source = moved.values_list("source", flat=True).first()
+        if source and Conversation.objects.filter(owner_id=new, source=source).exists():
+            moved.update(source="")
+        moved.update(owner_id=new)
         conversation.owner = owner
         if old != new:
             search.move_counts(conversation.pk, old, new)

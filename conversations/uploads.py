@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+import orjson
 from django.db import DataError, IntegrityError, transaction
 
-from conversations import ingest, redaction, store
+from conversations import ingest, redaction, sources, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from conversations.projections import import_document
@@ -71,6 +72,24 @@ class Imported:
 
 
 @dataclass
+class Already:
+    """A conversation of ``files`` the owner had imported already (``conversations.sources``):
+    nothing was stored for it."""
+
+    files: tuple[int, ...]
+    source: str
+    format: str
+    conversation: Conversation
+    # The file's version has another number of turns than the one imported (a conversation
+    # that went on since the export it came from): import a copy to keep this one too.
+    turns: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.turns is not None and self.turns != self.conversation.turn_count
+
+
+@dataclass
 class Failed:
     """Something in ``files`` that was not imported: ``source`` (a file, a zip member, a
     cassette interaction) and ``line`` say where."""
@@ -92,15 +111,18 @@ class Progress:
     total: int | None
 
 
-Result = Imported | Failed | Progress
+Result = Imported | Already | Failed | Progress
 
 
 def import_files(
-    files: Sequence[Upload], *, owner: Any, format: str = "auto", recordings: str = "auto"
+    files: Sequence[Upload], *, owner: Any, format: str = "auto", recordings: str = "auto",
+    copy: bool = False,
 ) -> Iterator[Result]:
     """Import every conversation ``files`` hold, as ``owner``'s; yields each result as it is
     stored (and a ``Progress`` after each). ``recordings``: how recordings of one provider
-    are grouped (``RECORDINGS``)."""
+    are grouped (``RECORDINGS``). A conversation the owner imported already is ``Already``
+    (so a re-run after a crash imports only what is missing), unless ``copy``: then it is
+    imported again, as a copy that remembers no source."""
     reading = _Reading(files)
     total = sum(f.size for f in files) if all(f.size is not None for f in files) else None
     for item in detect.read(reading.uploads, format, recordings):
@@ -108,7 +130,7 @@ def import_files(
         if isinstance(item, Problem):
             yield Failed(indexes, item.source, item.message, item.line)
         else:
-            yield _stored(item, indexes, owner)
+            yield _stored(item, indexes, owner, copy)
         yield Progress(reading.done, total)
 
 
@@ -172,15 +194,27 @@ class _Counting:
         self.stream.close()
 
 
-def _stored(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any
-            ) -> Imported | Failed:
+def _stored(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any,
+            copy: bool) -> Imported | Already | Failed:
     source = item.source
+    key = None if copy else sources.conversation_key(item)
+    there = None if copy else (sources.already_imported(owner, key)
+                               or sources.own_document(owner, item))
+    if there is not None:
+        return Already(indexes, source, item.format, there, _turns(item))
     try:
-        if isinstance(item, ExportDocument):
-            conversation = import_document(item.document, owner=owner)
-            return Imported(indexes, source, item.format, conversation,
-                            conversation.turns.count())
-        return _store_conversation(item, indexes, owner)
+        try:
+            if isinstance(item, ExportDocument):
+                conversation = import_document(item.document, owner=owner, source=key)
+                return Imported(indexes, source, item.format, conversation,
+                                conversation.turns.count())
+            return _store_conversation(item, indexes, owner, key)
+        except IntegrityError as exc:
+            if key is None:
+                raise
+            # Another import of the same source committed first (a race, a second process).
+            return Already(indexes, source, item.format, sources.taken(owner, key, exc),
+                           _turns(item))
     except MalformedInput as exc:
         return Failed(indexes, exc.source or source, exc.message, exc.line)
     except InvalidDocument as exc:
@@ -201,8 +235,15 @@ def _stored(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...
                       getattr(item, "line", None))
 
 
-def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], owner: Any
-                        ) -> Imported:
+def _turns(item: ImportedConversation | ExportDocument) -> int | None:
+    if isinstance(item, ImportedConversation):
+        return len(item.turns)
+    turns = item.document.get("turns") if isinstance(item.document, dict) else None
+    return len(turns) if isinstance(turns, list) else None
+
+
+def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], owner: Any,
+                        key: str | None) -> Imported:
     # Everything is read and assembled before anything is written.
     specs, first_builder = _turn_specs(item.turns, item.payload)
     title = storable(redaction.redact_text(item.title)) or _title(specs, first_builder)
@@ -210,7 +251,7 @@ def _store_conversation(item: ImportedConversation, indexes: tuple[int, ...], ow
     with transaction.atomic():
         # The conversation is as old as the export says (and sorts by it), its turns too.
         conversation, written = store.record_turns(specs, store.NewConversation(
-            title=title, owner=owner, created_at=item.created_at))
+            title=title, owner=owner, created_at=item.created_at, source=key))
         forks = []
         for number, (fork, turns) in enumerate(fork_specs, start=1):
             # The turns it shares with the conversation come first, from the same records
@@ -275,12 +316,54 @@ def _title(specs: list[store.NewTurn], builder: EventBuilder | None) -> str:
 # -- what callers show ---------------------------------------------------------------------------
 
 
-def report(result: Imported | Failed, url: Callable[[Conversation], str]) -> dict[str, Any]:
+def result_lines(results: Iterator[Result], files: Sequence[Upload],
+                 url: Callable[[Conversation], str]) -> Iterator[bytes]:
+    """The results as JSON lines, each as soon as it is stored (the upload panel's stream and
+    the API's ``Accept: application/x-ndjson``): ``start``, then each ``report`` and
+    ``progress``, then ``done`` with the counts; a server error under way ends the stream with
+    an ``error`` line (what came before it was stored), never silently."""
+    total = sum(f.size or 0 for f in files)
+    yield orjson.dumps({"type": "start", "files": [f.name for f in files], "bytes": total}
+                       ) + b"\n"
+    counts = {"conversation": 0, "already_imported": 0, "problem": 0}
+    last_done = -1
+    try:
+        for result in results:
+            if isinstance(result, Progress):
+                if result.done != last_done:
+                    last_done = result.done
+                    yield orjson.dumps({"type": "progress", "done": result.done,
+                                        "total": result.total,
+                                        "imported": counts["conversation"],
+                                        "already_imported": counts["already_imported"]}) + b"\n"
+                continue
+            line = report(result, url)
+            counts[line["type"]] += 1
+            yield orjson.dumps(line) + b"\n"
+    except Exception:  # the stream is already under way: say so in it, log the rest
+        log.exception("import stopped")
+        yield orjson.dumps({"type": "error", "detail": "The import stopped on a server "
+                            "error; what is listed above was imported."}) + b"\n"
+        return
+    yield orjson.dumps({"type": "done", "imported": counts["conversation"],
+                        "already_imported": counts["already_imported"],
+                        "problems": counts["problem"]}) + b"\n"
+
+
+def report(result: Imported | Already | Failed, url: Callable[[Conversation], str]
+           ) -> dict[str, Any]:
     """A result as plain data (the API's and the upload page's per-conversation report)."""
     if isinstance(result, Failed):
         return {"type": "problem", "files": list(result.files), "source": result.source,
                 "line": result.line, "detail": redaction.redact_text(str(result))}
     conversation = result.conversation
+    if isinstance(result, Already):
+        notes = [f"this file has {result.turns} turns of it, {conversation.turn_count} were "
+                 "imported: import a copy to keep this version too"] if result.changed else []
+        return {"type": "already_imported", "files": list(result.files),
+                "source": result.source, "format": result.format, "id": str(conversation.pk),
+                "title": conversation.title, "url": url(conversation),
+                "turns": conversation.turn_count, "changed": result.changed, "notes": notes}
     return {
         "type": "conversation",
         "files": list(result.files),

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from csp.decorators import csp
 from django.conf import settings
 from django.contrib import messages
@@ -255,46 +253,22 @@ def _upload(request: HttpRequest) -> HttpResponse:
                             status=400)
     if not files:
         return JsonResponse({"detail": "No file was uploaded."}, status=400)
-    results = uploads.import_files(files, owner=request.user, format=fmt, recordings=grouping)
+    copy = request.POST.get("copy") in ("1", "on", "true")
+    results = uploads.import_files(files, owner=request.user, format=fmt, recordings=grouping,
+                                   copy=copy)
     if "application/x-ndjson" in request.headers.get("Accept", ""):
-        return streaming_response(request, _result_lines(results, files),
+        return streaming_response(request, uploads.result_lines(results, files, _url),
                                   "application/x-ndjson")
     reports = [uploads.report(r, _url) for r in results if not isinstance(r, uploads.Progress)]
     return render(request, "conversations/upload_results.html", {
         "files": [f.name for f in files], "reports": reports,
         "imported": sum(r["type"] == "conversation" for r in reports),
+        "already": sum(r["type"] == "already_imported" for r in reports),
     })
 
 
 def _url(conversation: Conversation) -> str:
     return reverse("conversation-detail", args=[conversation.pk])
-
-
-def _result_lines(results: Iterator[uploads.Result], files: list[uploads.Upload]
-                  ) -> Iterator[bytes]:
-    total = sum(f.size or 0 for f in files)
-    yield orjson.dumps({"type": "start", "files": [f.name for f in files], "bytes": total}
-                       ) + b"\n"
-    imported = problems = 0
-    last_done = -1
-    try:
-        for result in results:
-            if isinstance(result, uploads.Progress):
-                if result.done != last_done:
-                    last_done = result.done
-                    yield orjson.dumps({"type": "progress", "done": result.done,
-                                        "total": result.total, "imported": imported}) + b"\n"
-                continue
-            report = uploads.report(result, _url)
-            imported += report["type"] == "conversation"
-            problems += report["type"] == "problem"
-            yield orjson.dumps(report) + b"\n"
-    except Exception:  # the stream is already under way: say so in it, log the rest
-        log.exception("upload stopped")
-        yield orjson.dumps({"type": "error", "detail": "The import stopped on a server "
-                            "error; what is listed above was imported."}) + b"\n"
-        return
-    yield orjson.dumps({"type": "done", "imported": imported, "problems": problems}) + b"\n"
 
 
 @login_required

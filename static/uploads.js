@@ -28,6 +28,7 @@
     var zone = panel.querySelector("[data-drop-zone]");
     var format = panel.querySelector("[data-format]");
     var grouping = panel.querySelector("[data-recordings]");
+    var copy = panel.querySelector("[data-copy]");
     var progress = panel.querySelector("[data-progress]");
     var bar = panel.querySelector("[data-bar]");
     var status = panel.querySelector("[data-status]");
@@ -74,7 +75,7 @@
       var list = el("ul", "file-items");
       li.appendChild(list);
       results.appendChild(li);
-      return {li: li, state: state, list: list, count: 0, problems: 0};
+      return {li: li, state: state, list: list, count: 0, already: 0, problems: 0};
     }
 
     function problem(r, text) {
@@ -89,9 +90,26 @@
     function settle(r) {
       var parts = [];
       if (r.count) parts.push(r.count + " conversation" + (r.count === 1 ? "" : "s"));
+      if (r.already) parts.push(r.already + " already imported");
       if (r.problems) parts.push(r.problems + " problem" + (r.problems === 1 ? "" : "s"));
       r.state.textContent = parts.join(", ") || "nothing imported";
-      r.state.className = "file-state " + (r.problems ? (r.count ? "partly" : "bad") : "ok");
+      r.state.className = "file-state " +
+        (r.problems ? (r.count || r.already ? "partly" : "bad") : (r.count ? "ok" : "already"));
+    }
+
+    // A conversation imported before: not imported again; a link to it (and, when the file
+    // holds another version of it, a note saying so).
+    function already(r, report) {
+      r.already += 1;
+      var item = el("li", "result-already");
+      var link = el("a", "", report.title || "Untitled");
+      link.href = report.url;
+      item.appendChild(link);
+      item.appendChild(el("span", "muted", " already imported" +
+        (report.source && report.source !== r.li.querySelector(".file-name").textContent ? " · " + report.source : "")));
+      (report.notes || []).forEach(function (note) { item.appendChild(el("div", "muted", note)); });
+      r.list.appendChild(item);
+      settle(r);
     }
 
     function imported(r, report) {
@@ -165,6 +183,7 @@
       order.forEach(function (i) { data.append("files", sent[i], sent[i].name); });
       data.append("format", format.value);
       if (grouping) data.append("recordings", grouping.value);
+      if (copy && copy.checked) data.append("copy", "1");
       var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 
       var xhr = new XMLHttpRequest();
@@ -196,20 +215,23 @@
       }
       function handle(m) {
         if (m.type === "progress") {
-          var count = m.imported + " conversation" + (m.imported === 1 ? "" : "s") + " imported";
+          var count = m.imported + " conversation" + (m.imported === 1 ? "" : "s") + " imported" +
+            (m.already_imported ? ", " + m.already_imported + " already there" : "");
           phase("Importing: " + count + (m.total ? ", " + Math.round(100 * m.done / m.total) + "% of the files read" : ""),
             m.total ? 100 * m.done / m.total : null);
-        } else if (m.type === "conversation" || m.type === "problem") {
+        } else if (m.type === "conversation" || m.type === "already_imported" || m.type === "problem") {
           var targets = (m.files || []).map(function (i) { return rowOf[i]; }).filter(Boolean);
           if (!targets.length && rowOf.length === 1) targets = rowOf;
           targets.forEach(function (r) {
             if (m.type === "conversation") imported(r, m);
+            else if (m.type === "already_imported") already(r, m);
             else problem(r, m.detail);
           });
         } else if (m.type === "done") {
           done = true;
           rowOf.forEach(function (r) { if (r.state.textContent === "importing") settle(r); });
           phase("Done: " + m.imported + " conversation" + (m.imported === 1 ? "" : "s") + " imported" +
+            (m.already_imported ? ", " + m.already_imported + " already imported" : "") +
             (m.problems ? ", " + m.problems + " problem" + (m.problems === 1 ? "" : "s") : "") + ".", 100);
           panel.classList.add("is-done");
         } else if (m.type === "error") {

@@ -64,7 +64,7 @@ def test_import_refuses_every_refusal_alike_not_only_invalid_documents(tmp_path,
                                                                       owner):
     """A document that passes the schema but is refused further in (here: provenance) is a
     CommandError too, not a traceback."""
-    def refuse(doc, owner=None):
+    def refuse(doc, owner=None, source=None):
         raise ProvenanceError("the model looks like a credential; refusing to store it")
 
     monkeypatch.setattr(uploads, "import_document", refuse)

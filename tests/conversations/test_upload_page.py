@@ -62,7 +62,7 @@ def test_upload_streams_one_line_per_result(alice):
                            "bytes": messages[0]["bytes"]}
     kinds = [m["type"] for m in messages]
     assert kinds[-1] == "done" and messages[-1] == {"type": "done", "imported": 1,
-                                                    "problems": 1}
+                                                    "already_imported": 0, "problems": 1}
     [conversation] = [m for m in messages if m["type"] == "conversation"]
     assert conversation["files"] == [0] and conversation["url"] == f"/c/{conversation['id']}/"
     assert Conversation.objects.get(pk=conversation["id"]).owner == alice

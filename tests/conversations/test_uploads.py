@@ -38,20 +38,33 @@ def memory(name: str, data: bytes) -> uploads.Upload:
 
 
 def imported(results) -> tuple[list[uploads.Imported], list[uploads.Failed]]:
+    """What was imported, and the problems; a conversation already imported fails the test
+    (call ``uploads.import_files`` yourself to look at those)."""
     results = list(results)
+    assert not [r for r in results if isinstance(r, uploads.Already)]
     return ([r for r in results if isinstance(r, uploads.Imported)],
             [r for r in results if isinstance(r, uploads.Failed)])
 
 
 def test_every_chat_export_fixture(owner):
-    done, failed = imported(uploads.import_files(export_files(), owner=owner))
-    # ChatGPT: 2 + 1 + 1 + 2 (one entry skipped) + 4; Claude.ai: 1 + 1.
-    assert len(done) == 12
+    results = list(uploads.import_files(export_files(), owner=owner))
+    # Two of LibreChat's fixtures hold versions of one ChatGPT conversation (the same id, as an
+    # export taken later holds it): the second is already imported, and says it differs.
+    [already] = [r for r in results if isinstance(r, uploads.Already)]
+    assert (already.source, already.conversation.title) == (
+        "librechat__chatgpt-export.json", "Citation Convo")
+    report = uploads.report(already, lambda c: f"/c/{c.pk}/")
+    assert report["type"] == "already_imported" and report["url"] == \
+        f"/c/{already.conversation.pk}/"
+    assert report["changed"] is already.changed
+    done, failed = imported(r for r in results if not isinstance(r, uploads.Already))
+    # ChatGPT: 2 + 1 + 1 - 1 + 2 (one entry skipped) + 4; Claude.ai: 1 + 1.
+    assert len(done) == 11
     assert [f.source for f in failed] == ["librechat__chatgpt-modern-export.json"]
     assert "Corrupted entry" in failed[0].message
     forks = [f for r in done for f in r.forks]
     assert len(forks) == 3  # tree: 2, enchanted-twin's A/B comparison: 1
-    assert Conversation.objects.filter(owner=owner).count() == 15
+    assert Conversation.objects.filter(owner=owner).count() == 14
     # The exported object is stored once per conversation, not once per turn or event.
     chatgpt = [r for r in done if r.format == "chatgpt"]
     assert ProviderPayload.objects.filter(format="chatgpt.export").count() == len(chatgpt)
@@ -131,11 +144,14 @@ def test_each_conversation_is_all_or_nothing_and_one_bad_file_stops_nothing(owne
     bad["mapping"]["a1"]["message"]["metadata"]["model_slug"] = SECRET
     also = chatgpt_tools()
     also["title"] = "After it"
+    also["conversation_id"] = also["id"] = "after-it"
+    other = chatgpt_tools()
+    other["conversation_id"] = other["id"] = "other"
     before = Turn.objects.count()
     done, failed = imported(uploads.import_files([
         memory("a.json", export_with(good, bad, also)),
         memory("notes.txt", b"not a conversation"),
-        memory("b.json", export_with(chatgpt_tools())),
+        memory("b.json", export_with(other)),
     ], owner=owner))
     assert [r.conversation.title for r in done] == ["Everest squared", "After it",
                                                     "Everest squared"]

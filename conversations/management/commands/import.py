@@ -17,7 +17,9 @@ class Command(BaseCommand):
         "lines or JSON bodies; the recordings of one provider among FILEs are one turn with its "
         "continuations), VCR cassettes, ChatGPT and Claude.ai data exports (the .zip or its "
         "conversations.json). Prints one line per conversation imported: id, title, turns, "
-        "source (tab-separated); problems go to stderr and make the exit status non-zero."
+        "source (tab-separated); a conversation imported before (by the same owner) is not "
+        "imported again: its line says 'already imported' in place of the turns. Problems go "
+        "to stderr and make the exit status non-zero."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -25,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--owner", default="", help=OWNER_HELP)
         parser.add_argument("--format", default="auto", choices=sorted(uploads.FORMATS),
                             help="read every FILE as this format (default: detect)")
+        parser.add_argument("--copy", action="store_true",
+                            help="import a copy of what was imported before, instead of "
+                            "reporting it as already imported")
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = resolve_owner(options["owner"])
@@ -35,8 +40,13 @@ class Command(BaseCommand):
             files.append(uploads.Upload(str(path), (lambda p=path: p.open("rb")),
                                         path.stat().st_size))
         problems = []
-        for result in uploads.import_files(files, owner=owner, format=options["format"]):
-            if isinstance(result, uploads.Failed):
+        for result in uploads.import_files(files, owner=owner, format=options["format"],
+                                           copy=options["copy"]):
+            if isinstance(result, uploads.Already):
+                conversation = result.conversation
+                self.stdout.write(f"{conversation.pk}\t{conversation.title}\talready imported"
+                                  f"\t{result.source}")
+            elif isinstance(result, uploads.Failed):
                 problems.append(str(result))
                 self.stderr.write(str(result))
             elif isinstance(result, uploads.Imported):

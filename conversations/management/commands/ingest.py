@@ -10,7 +10,14 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import providers
-from conversations.ingest import BULK_BATCH, BulkResult, ResponseFile, ingest, ingest_each
+from conversations.ingest import (
+    BULK_BATCH,
+    AlreadyImported,
+    BulkResult,
+    ResponseFile,
+    ingest,
+    ingest_each,
+)
 from conversations.management.owners import OWNER_HELP, resolve_owner
 from conversations.management.refusals import refused_input
 
@@ -21,7 +28,9 @@ class Command(BaseCommand):
         "turn. Files after the first are continuations of the same turn (e.g. after pause_turn). "
         "The last line printed is the conversation id. With --each, every FILE (or every file "
         "under a directory) is its own conversation, all in one process: one line per "
-        "conversation (id, title, file), problems on stderr, a progress bar on a terminal."
+        "conversation (id, title, file), problems on stderr, a progress bar on a terminal. "
+        "Files the same owner ingested or imported before are not stored again: they are "
+        "reported as already imported (a fourth column with --each), unless --copy."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,6 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("--title", default="", help="conversation title")
         parser.add_argument("--prompt", default="", help="the user message that asked for it")
         parser.add_argument("--owner", default="", help=OWNER_HELP)
+        parser.add_argument("--copy", action="store_true",
+                            help="store a copy of what was ingested before, instead of "
+                            "reporting it as already imported")
         parser.add_argument("--api-version", default=None,
                             help="API version header in force (e.g. anthropic-version)")
 
@@ -45,7 +57,7 @@ class Command(BaseCommand):
             if options["title"] or options["prompt"]:
                 raise CommandError("--title and --prompt name one conversation: not with --each")
             self.each(options["provider"], options["files"], owner, context,
-                      max(1, options["batch"]))
+                      max(1, options["batch"]), options["copy"])
             return
         files = []
         for path in options["files"]:
@@ -53,17 +65,23 @@ class Command(BaseCommand):
                 files.append(ResponseFile(str(path), path.read_bytes(), context))
             except OSError as exc:
                 raise CommandError(f"{path}: {exc.strerror}") from None
-        with refused_input():  # MalformedInput names the file and line itself
-            summary = ingest(
-                options["provider"], files, owner=owner, title=options["title"],
-                prompt=options["prompt"],
-            )
+        try:
+            with refused_input():  # MalformedInput names the file and line itself
+                summary = ingest(
+                    options["provider"], files, owner=owner, title=options["title"],
+                    prompt=options["prompt"], remember=not options["copy"],
+                )
+        except AlreadyImported as already:
+            conversation = already.conversation
+            self.stdout.write(f"already imported: {conversation.title} (--copy stores a copy)")
+            self.stdout.write(str(conversation.pk))
+            return
         for line in summary.lines():
             self.stdout.write(line)
         self.stdout.write(str(summary.conversation.pk))
 
     def each(self, provider: str, paths: list[Path], owner: Any,
-             context: providers.WireContext, batch: int) -> None:
+             context: providers.WireContext, batch: int, copy: bool) -> None:
         names = list(_expand(paths))
         unreadable: list[str] = []
 
@@ -79,7 +97,7 @@ class Command(BaseCommand):
             logging.getLogger("turnscope.ingest").setLevel(logging.WARNING)
         bar = Progress(len(names), sys.stderr)
         failed = 0
-        for result in ingest_each(provider, read(), owner=owner, batch=batch,
+        for result in ingest_each(provider, read(), owner=owner, batch=batch, copy=copy,
                                   done=lambda r: bar.step(failed=bool(r.error))):
             failed += self.report(result)
         bar.close()
@@ -96,7 +114,8 @@ class Command(BaseCommand):
                               else f"{result.name}: {result.error}")
             return 1
         conversation = result.conversation
-        self.stdout.write(f"{conversation.pk}\t{conversation.title}\t{result.name}")
+        already = "\talready imported" if result.already else ""
+        self.stdout.write(f"{conversation.pk}\t{conversation.title}\t{result.name}{already}")
         return 0
 
 
