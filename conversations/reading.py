@@ -33,6 +33,7 @@ from conversations.projections import Snapshot, turn_dict, turns_with_events
 from conversations.rendering import (
     RENDERER_VERSION,
     RenderedTurn,
+    export_turn,
     render_turn,
 )
 from conversations.rendering import live as live_text
@@ -493,3 +494,65 @@ def filter_choices(user: Any) -> dict[str, list[str]]:
     """Providers, models and the most cited domains among what ``user`` sees (maintained
     counts: nothing is aggregated per view)."""
     return search.choices(user)
+
+
+# -- a reader's tools on the conversation page: copy an answer, find in every turn ---------------
+
+
+def answer_markdown(conversation: Conversation, turn: Turn) -> str:
+    """One turn as the Markdown export writes it (citations as footnotes), without the
+    export's rule and turn heading: what the page's "Copy answer" puts on the clipboard."""
+    [(read, events)] = turns_with_events(conversation, turns=[turn])
+    text = export_turn(turn_dict(read, events, ledger=False), turn.index, "markdown")
+    lines = text.split("\n")
+    heading = next((n for n, line in enumerate(lines[:4]) if line.startswith("## ")), None)
+    if heading is not None:
+        lines = lines[heading + 1:]
+    return "\n".join(lines).strip() + "\n"
+
+
+@dataclass
+class Found:
+    """A message of the conversation holding the searched text: its turn, and the passage
+    (before, match, after) as plain text."""
+
+    index: int
+    turn_id: Any
+    role: str
+    before: str
+    match: str
+    after: str
+
+
+FIND_LIMIT = 100
+FIND_CONTEXT = 60
+
+
+def find_in_conversation(conversation: Conversation, query: str) -> tuple[list[Found], bool]:
+    """The messages of ``conversation`` holding ``query`` (case-insensitive), in turn order,
+    at most ``FIND_LIMIT`` (and whether there were more): every turn, not only those a page
+    shows. The passage is read without its markdown syntax where the match survives it."""
+    query = check_filter_text("q", query.strip())
+    if not query:
+        return [], False
+    rows = Event.objects.filter(conversation=conversation, kind="message",
+                                text__icontains=query).order_by("seq").values_list(
+        "turn__index", "turn_id", "turn__role", "text")[:FIND_LIMIT + 1]
+    found = []
+    lowered = query.lower()
+    for index, turn_id, role, text in rows[:FIND_LIMIT]:
+        for body in (plain_text(text), text):
+            at = body.lower().find(lowered)
+            if at != -1:
+                break
+        if at == -1:
+            continue  # (a case the database folds and Python does not)
+        end = at + len(query)
+        left, right = max(0, at - FIND_CONTEXT), min(len(body), end + FIND_CONTEXT)
+        before = ("…" if left else "") + " ".join(body[left:at].split())
+        after = " ".join(body[end:right].split()) + ("…" if right < len(body) else "")
+        found.append(Found(index, turn_id, role,
+                           before + (" " if body[at - 1:at].isspace() else ""),
+                           body[at:end],
+                           (" " if body[end:end + 1].isspace() else "") + after))
+    return found, len(rows) > FIND_LIMIT

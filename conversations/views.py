@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from csp.decorators import csp
 from django.conf import settings
@@ -189,6 +190,45 @@ def turn_fragment(request: HttpRequest, conversation_id: str, index: int) -> Htt
         raise Http404("no such turn")
     [view] = reading.turn_views(conversation, [turn])
     return HttpResponse(view.html)
+
+
+@login_required
+@require_GET
+def turn_markdown(request: HttpRequest, conversation_id: str, index: int) -> HttpResponse:
+    """``GET /c/<id>/turns/<index>/markdown``: the turn as the Markdown export writes it
+    (citations as footnotes), for the page's "Copy answer"."""
+    conversation = _visible(request, conversation_id)
+    turn = conversation.turns.filter(index=index).first()
+    if turn is None:
+        raise Http404("no such turn")
+    return HttpResponse(reading.answer_markdown(conversation, turn),
+                        content_type="text/markdown; charset=utf-8")
+
+
+@login_required
+@require_GET
+def conversation_find(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """``GET /c/<id>/find/?q=``: the messages of every turn holding the text (the page shows
+    a window of turns, so the browser's own find misses the rest). JSON for the page's
+    script; a page of links without it."""
+    conversation = _visible(request, conversation_id)
+    query = request.GET.get("q", "")[:200]
+    try:
+        found, more = reading.find_in_conversation(conversation, query)
+    except reading.InvalidFilter as exc:
+        return JsonResponse({"detail": f"Bad search: {exc}."}, status=400)
+    page = reverse("conversation-detail", args=[conversation.pk])
+    links = [f"{page}?{urlencode({'turn': str(f.turn_id), 'find': query.strip()})}"
+             f"#turn-{f.turn_id}" for f in found]
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"query": query.strip(), "more": more, "results": [
+            {"index": f.index, "turn": str(f.turn_id), "role": f.role, "before": f.before,
+             "match": f.match, "after": f.after, "url": url}
+            for f, url in zip(found, links, strict=True)]})
+    return render(request, "conversations/find.html", {
+        "conversation": conversation, "query": query.strip(), "more": more,
+        "results": list(zip(found, links, strict=True)),
+    })
 
 
 @login_required

@@ -117,3 +117,32 @@ def test_titles_and_snippets_show_no_markdown(client_of, talk):
     assert "Tides explained" in listed and "**" not in listed and "##" not in listed
     found = client_of.get("/?q=Moon").content.decode()
     assert "<mark>Moon</mark> pulls" in found and "**" not in found and "##" not in found
+
+
+def test_find_reads_every_turn_as_plain_text(client_of, talk):
+    response = client_of.get(f"/c/{talk.pk}/find/?q=moon", HTTP_ACCEPT="application/json")
+    data = response.json()
+    [found] = data["results"]
+    assert (found["index"], found["role"], found["match"]) == (1, "agent", "Moon")
+    assert found["before"] == "Tides The " and found["after"] == " pulls."
+    assert found["url"].endswith(f"?turn={found['turn']}&find=moon#turn-{found['turn']}")
+    # Without script: a page of links.
+    html = client_of.get(f"/c/{talk.pk}/find/?q=moon").content.decode()
+    assert "<mark>Moon</mark> pulls." in html
+    assert client_of.get(f"/c/{talk.pk}/find/?q=absent",
+                         HTTP_ACCEPT="application/json").json()["results"] == []
+
+
+def test_an_answer_as_markdown(client_of, talk):
+    response = client_of.get(f"/c/{talk.pk}/turns/1/markdown/")
+    assert response["Content-Type"].startswith("text/markdown")
+    text = response.content.decode()
+    assert text.startswith("## Tides") and "The **Moon** pulls." in text
+    assert "Turn 2" not in text
+
+
+def test_each_turn_has_a_permalink(client_of, talk):
+    html = client_of.get(f"/c/{talk.pk}/").content.decode()
+    for turn in talk.turns.all():
+        assert (f'<a class="permalink" href="/c/{talk.pk}/?turn={turn.pk}#turn-{turn.pk}">'
+                in html)

@@ -172,3 +172,65 @@ def test_branches_show_at_the_fork_point_both_ways(world):
     page.wait_for_function("() => location.hash.startsWith('#turn-')")
     assert "Branch 1 / 3" in branch_nav(page, 3).inner_text()
     page.context.close()
+
+
+# -- 13: copy an answer, a permalink on each turn, search inside the conversation ----------
+
+
+def test_copy_answer_puts_its_markdown_with_footnotes_on_the_clipboard(world):
+    page = page_for(world, permissions=["clipboard-read", "clipboard-write"])
+    sample = world["setup"]["samples"]["anthropic-tides"]
+    page.goto(f"{world['server'].url}/c/{sample}/")
+    turn = page.locator("section.turn.agent").first
+    turn.get_by_role("button", name="Copy answer").click()
+    turn.get_by_role("button", name="Copied as Markdown").wait_for()
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert "## Turn" not in copied  # the answer, not the export's heading
+    footnotes = [line for line in copied.splitlines() if line.startswith("[^t")]
+    assert footnotes and all(": Source " in line for line in footnotes), copied[-500:]
+    marker = footnotes[0].split("]:")[0] + "]"
+    assert copied.index(marker) < copied.index(footnotes[0])  # cited in the text, above
+    page.context.close()
+
+
+def test_each_turn_has_a_visible_permalink(world):
+    page = page_for(world)
+    long = world["setup"]["long"]
+    page.goto(f"{world['server'].url}/c/{long}/")
+    turn = page.locator("section.turn").first
+    link = turn.locator("a.permalink")
+    assert link.is_visible() and link.inner_text().startswith("Permalink")
+    turn_id = turn.get_attribute("data-turn-id")
+    link.click()
+    page.wait_for_url(f"**/c/{long}/?turn={turn_id}#turn-{turn_id}")
+    assert page.locator(f"#turn-{turn_id}").is_visible()
+    page.context.close()
+
+
+def test_search_inside_a_conversation_finds_turns_not_loaded(world):
+    page = page_for(world)
+    long = world["setup"]["long"]
+    page.goto(f"{world['server'].url}/c/{long}/")
+    # Only the newest 4 turns are on the page: the needle (turn 1) is not.
+    assert page.locator("section.turn").count() == 4
+    assert "needle" not in page.locator("[data-turns]").inner_text()
+    box = page.get_by_role("searchbox", name="Search this conversation")
+    box.fill("topic 5")
+    box.press("Enter")
+    results = page.locator("[data-find-results] li")
+    results.first.wait_for()
+    assert results.count() == 1 and "Turn 8" in results.first.inner_text()
+    results.first.get_by_role("link").click()  # on the page: scrolled to and marked
+    page.locator("section.turn[data-index='8'] mark.find-mark").wait_for()
+    page.screenshot(path=str(SHOTS / "find-on-page.png"))
+    box.fill("NEEDLE")
+    box.press("Enter")
+    page.get_by_text("1 turn found").wait_for()
+    results.first.get_by_role("link").click()
+    page.wait_for_url("**find=NEEDLE**")
+    mark = page.locator("section.turn[data-index='1'] mark.find-mark")
+    mark.wait_for()
+    assert mark.inner_text() == "needle"
+    assert page.evaluate("() => document.activeElement.dataset.index") == "1"
+    page.screenshot(path=str(SHOTS / "find-loaded.png"))
+    page.context.close()
