@@ -107,14 +107,20 @@ class Capture:
         self.feed.wake.set()
 
     async def append(self, chunk: bytes) -> None:
-        """Chunk the app is about to get: in the log first (committed when this returns)."""
+        """Chunk the app is about to get: in the log first (committed when this returns),
+        unless ``TURNSCOPE_CAPTURE_WAIT`` is off (then only queued, in order: a process killed
+        may have forwarded the last milliseconds' chunks without their commit)."""
         n = self._n
         self._n += 1
         if not self._broken:
-            try:
-                await self.hub.log.append(self.xid, n, chunk)
-            except capture.CaptureError:
-                self._broken = True  # logged by the writer; the app's stream goes on
+            committed = self.hub.log.append(self.xid, n, chunk)
+            if not self.hub.wait:
+                _quiet(committed, self)
+            else:
+                try:
+                    await committed
+                except capture.CaptureError:
+                    self._broken = True  # logged by the writer; the app's stream goes on
         self.feed.offer(n, chunk)
 
     def end(self, state: str) -> None:
@@ -178,6 +184,7 @@ class Hub:
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.instance = instances.owner()
+        self.wait = bool(getattr(settings, "TURNSCOPE_CAPTURE_WAIT", True))
 
     def feed(self, xid: str) -> Feed:
         found = self.feeds.get(xid)

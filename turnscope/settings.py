@@ -290,6 +290,12 @@ TURNSCOPE_IMPORT_MAX_BYTES = int(os.environ.get("TURNSCOPE_IMPORT_MAX_BYTES", 51
 # Live calls to a provider without a key go to the built-in recorded provider here (the bundled
 # samples in the providers' wire formats; ``manage.py demo`` serves it at /recorded). "": none.
 TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
+# The capture log (live.capture): each proxied chunk is committed there before the app gets it
+# (off: only queued, in order, which spares the forwarding the commit's round trip; a process
+# killed may then have forwarded its last milliseconds without them), and how many exchanges are
+# recorded at a time (the rest wait in the log).
+TURNSCOPE_CAPTURE_WAIT = os.environ.get("TURNSCOPE_CAPTURE_WAIT", "1") not in ("0", "false", "")
+TURNSCOPE_RECORDING_SLOTS = int(os.environ.get("TURNSCOPE_RECORDING_SLOTS", "16"))
 
 # A conversation page shows this many turns (the newest; "Earlier turns" loads more).
 # Read-only links to conversations (``/s/<token>/``); 0 turns them off for the instance.
