@@ -16,15 +16,17 @@ from django.db import connections, models, router
 
 
 def put(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence[Any]], *,
-        unique: Sequence[str], replace: Sequence[str] = ()) -> None:
+        unique: Sequence[str], replace: Sequence[str] = (), connection: Any = None) -> None:
     """Insert ``rows`` (values of ``fields``, in that order) into ``model``'s table; a row
     whose ``unique`` fields are taken already is skipped, or, with ``replace``, has those
-    fields replaced by the new row's."""
+    fields replaced by the new row's. ``connection``: another than the model's (a reader's
+    side connection, ``conversations.snapshot``)."""
     meta = model._meta
     # No model instance is made: a default or pre_save of a field left out would be skipped.
     left_out = {f.name for f in meta.concrete_fields if not f.primary_key} - set(fields)
     assert not left_out, f"{meta.label}: give every field a value ({', '.join(left_out)})"
-    connection = connections[router.db_for_write(model)]
+    if connection is None:
+        connection = connections[router.db_for_write(model)]
     q = connection.ops.quote_name
     columns = [meta.get_field(name) for name in fields]
     column = {name: q(field.column) for name, field in zip(fields, columns, strict=True)}

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import orjson
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, router, transaction
 from django.db.models import Max, Prefetch, QuerySet
 from django.db.models.functions import Length
 
@@ -33,6 +33,8 @@ from conversations.rendering import (
 )
 from conversations.rendering.ledger import build_ledger
 from conversations.schema import InvalidDocument, validate_export
+from conversations.snapshot import Side
+from conversations.snapshot import read as one_snapshot
 from streams.bodies import MessageBody, ReasoningBody, body_class
 from streams.builder import AttributionRecord, EventRecord, storable
 from streams.parts import Payload
@@ -224,31 +226,35 @@ def export_stream(
     Turns are read ``EXPORT_BATCH`` at a time; each finished turn's chunk is cached
     (``TurnExport``, keyed by renderer version and the turn's last seq), so exporting a
     finished conversation again renders nothing. The export is of the conversation as it was
-    when it began: turns and events added meanwhile are left for the next one.
+    when it began, every batch read from one snapshot of the database
+    (``conversations.snapshot``): turns and events added meanwhile are left for the next one,
+    and a delete meanwhile leaves it whole. A conversation gone before it began is
+    ``Conversation.DoesNotExist``.
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}")
-    head = _document_head(conversation, projection)  # checks the projection first
-    if snapshot is not None:
-        if projection != "portable":
-            raise ValueError("a snapshot is exported in the portable projection only")
-        head["conversation"]["forked_from"] = None
-        last_seq, count = snapshot.last_seq, snapshot.turn_count
-    else:
-        last_seq, count = (
-            Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", flat=True)
-            .get() - 1,
-            conversation.turns.count(),
-        )
-        snapshot = Snapshot(count, last_seq)
-    chunks = _turn_chunks(conversation, fmt, projection, snapshot)
-    if fmt == "json":
-        pieces = _json_pieces(orjson.dumps(head | {"turns": []}, option=orjson.OPT_INDENT_2),
-                              chunks)
-    else:
-        pieces = (piece.encode() for piece in join_export(
-            export_head(head["conversation"], fmt), chunks, fmt))
-    return _coalesced(pieces)
+    _document_head(conversation, projection)  # checks the projection before anything streams
+    if snapshot is not None and projection != "portable":
+        raise ValueError("a snapshot is exported in the portable projection only")
+    return _coalesced(_pieces(conversation, fmt, projection, snapshot))
+
+
+def _pieces(conversation: Conversation, fmt: ExportFormat, projection: Projection,
+            snapshot: Snapshot | None) -> Iterator[bytes]:
+    with one_snapshot(router.db_for_read(Turn)) as side:
+        conversation = Conversation.objects.get(pk=conversation.pk)  # as the snapshot has it
+        head = _document_head(conversation, projection)
+        if snapshot is not None:
+            head["conversation"]["forked_from"] = None
+        else:
+            snapshot = Snapshot(conversation.turns.count(), conversation.next_seq - 1)
+        chunks = _turn_chunks(conversation, fmt, projection, snapshot, side)
+        if fmt == "json":
+            yield from _json_pieces(orjson.dumps(head | {"turns": []},
+                                                 option=orjson.OPT_INDENT_2), chunks)
+        else:
+            yield from (piece.encode() for piece in join_export(
+                export_head(head["conversation"], fmt), chunks, fmt))
 
 
 def _json_pieces(empty: bytes, turns: Iterator[str]) -> Iterator[bytes]:
@@ -282,7 +288,7 @@ def _export_key(status: str, end_reason: str, last_seq: int | None, responses: i
 
 
 def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Projection,
-                 snapshot: Snapshot) -> Iterator[str]:
+                 snapshot: Snapshot, side: Side | None = None) -> Iterator[str]:
     """Each turn's chunk of the export, in index order: a finished turn's from the cache
     when its key matches, else made (and cached, once the turn is finished). The cached path
     reads plain rows, no model instances: a finished conversation streams at the database's
@@ -331,23 +337,39 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
                 # Prefetched attributions point back at their event: a cycle only the
                 # collector would free, so a long export would hold every batch until then.
                 event.__dict__.pop(ATTRIBUTION_LIST, None)
-        _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished}, finished)
+        _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished}, finished,
+                       side)
         for row in rows:
             yield texts[row[0]] if row[0] in texts else made[row[0]]
 
 
-def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str]) -> None:
+def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str],
+                   side: Side | None = None) -> None:
     """Cache the finished turns' chunks ``made``, under their ``keys``; a chunk cached under
-    an older key is replaced."""
+    an older key is replaced. Through ``side`` when the export reads a snapshot of its own."""
     if not made:
         return
+    rows = [(pk, cache_format, keys[pk], text) for pk, text in made.items()]
+    fields, options = ("turn", "format", "key", "text"), {
+        "unique": ("turn", "format"), "replace": ("key", "text")}
+    if side is None:
+        try:
+            with transaction.atomic():
+                cache_rows.put(TurnExport, fields, rows, **options)  # type: ignore[arg-type]
+        except IntegrityError:
+            pass  # a turn deleted meanwhile: nothing to cache for it
+        return
+    connection = side.connection
+    connection.set_autocommit(False)
     try:
-        with transaction.atomic():
-            cache_rows.put(TurnExport, ("turn", "format", "key", "text"),
-                           [(pk, cache_format, keys[pk], text) for pk, text in made.items()],
-                           unique=("turn", "format"), replace=("key", "text"))
-    except IntegrityError:
-        pass  # a turn deleted meanwhile: nothing to cache for it
+        cache_rows.put(TurnExport, fields, rows, connection=connection,
+                       **options)  # type: ignore[arg-type]
+        connection.commit()
+    except DatabaseError:
+        # A turn deleted meanwhile, or the database busy: a cache, so nothing lost.
+        connection.rollback()
+    finally:
+        connection.set_autocommit(True)
 
 
 # -- import ---------------------------------------------------------------------------------

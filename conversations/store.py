@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from django.db import connections, router, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
@@ -834,18 +834,35 @@ def delete_conversation(conversation: Conversation) -> Deleted:
     its forks no longer name it as their source; nothing is edited, only removed whole.
 
     Refused (``ConversationBusy``) while a turn is streaming: its runner still writes."""
+    for attempt in range(3):
+        try:
+            return _delete_conversation(conversation)
+        except IntegrityError:
+            # A render cache row written for one of its events while the delete collected
+            # them (a page or an export still reading it): the rows found again next time.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _delete_conversation(conversation: Conversation) -> Deleted:
     delete = QuerySet.delete  # the append-only querysets refuse .delete(); a whole removal may
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         if locked is None:
             raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
-        if locked.turns.filter(status=Turn.Status.STREAMING).exists():
+        # Its turns locked before their cached renderings are collected: a cache row written
+        # for one of them meanwhile (an export's, a page's) waits for this delete, then finds
+        # the turn gone, instead of the delete failing on it (a ForeignKeyViolation, a 500).
+        turns = list(Turn.objects.select_for_update().filter(conversation=locked)
+                     .values_list("status", flat=True))
+        if Turn.Status.STREAMING in turns:
             raise ConversationBusy("a turn of this conversation is still streaming")
         events = Event.objects.filter(conversation=locked)
         attributions = Attribution.objects.filter(event__conversation=locked)
         payload_ids = set(events.exclude(payload=None).values_list("payload_id", flat=True))
         payload_ids |= set(attributions.exclude(replay=None).values_list("replay_id", flat=True))
-        counts = Deleted(locked.pk, locked.turns.count(), 0, 0, 0)
+        counts = Deleted(locked.pk, len(turns), 0, 0, 0)
         search.forget(locked.pk, locked.owner_id)  # before its facets go
         counts.attributions = delete(attributions)[0]
         counts.events = sum(n for model, n in delete(events)[1].items()
