@@ -108,11 +108,21 @@ class Unavailable(Exception):
 
 
 def _lookup(key: str) -> Any:
-    from django.db import close_old_connections
+    from django.db import InterfaceError, OperationalError, close_old_connections, connection
     from rest_framework.authtoken.models import Token
 
-    close_old_connections()  # a pool thread's connection may have gone stale since last time
-    token = Token.objects.select_related("user").filter(key=key).first()
+    for attempt in range(2):
+        close_old_connections()  # a pool thread's connection may have gone stale since last time
+        try:
+            token = Token.objects.select_related("user").filter(key=key).first()
+            break
+        except (OperationalError, InterfaceError):
+            # The connection died under us (the database restarted since it was opened): once
+            # more on a new one before the request is refused with a 503.
+            if attempt:
+                raise
+            log.warning("proxy: a stale database connection, trying a new one")
+            connection.close()
     if token is None or not token.user.is_active:
         return None
     return token.user

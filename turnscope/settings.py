@@ -108,7 +108,10 @@ TEMPLATES = [
 
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
-        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)
+        # A kept connection is checked before a request reuses it (one cheap query): after a
+        # database restart the first request gets a new one instead of an error.
+        "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60,
+                                         conn_health_checks=True)
     }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
