@@ -272,6 +272,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No deep links: with them each operation's path is a link inside its summary button
+    # (nested interactive controls, which a screen reader cannot reach).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
 }
 
 # Live calls (composer, re-run, API) per user: started per period, and streaming at once.

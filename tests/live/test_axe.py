@@ -3,9 +3,9 @@ sample conversation, a conversation while a turn streams, and the admin payload 
 only what Turnscope adds is held to it: violations inside Django's stock admin templates are
 reported, not failed). Zero violations; a new one fails the test.
 
-axe-core comes from npm (``npm install axe-core`` into ``var/axe``, gitignored) the first time;
-without npm (or the package) the test skips. It is injected by Playwright, never loaded by a
-page.
+axe-core is the npm package pinned by ``tests/tooling/package.json`` and its lock, installed
+there (``npm ci``, by ``.ci/run`` or the first run; ``node_modules`` is gitignored); without npm
+the test skips. It is injected by Playwright, never loaded by a page (nor from a CDN).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from tests.live import e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-AXE_DIR = e2e.REPO / "var" / "axe"
+AXE_DIR = e2e.REPO / "tests" / "tooling"  # package.json + lock: axe-core, pinned
 AXE_JS = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
 SCHEMES = ("light", "dark")
+SHOTS = e2e.REPO / "artifacts" / "axe"
 # What Turnscope renders inside an admin change form: the payload value and an event's body.
 OURS_IN_ADMIN = (".field-value_view", ".field-body_view", ".json-value")
 
@@ -33,13 +34,11 @@ def axe_source() -> str:
     if not AXE_JS.exists():
         npm = shutil.which("npm")
         if npm is None:
-            pytest.skip("npm is not installed: cannot fetch axe-core")
-        AXE_DIR.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix",
-                               str(AXE_DIR), "axe-core@4"], capture_output=True, text=True,
-                              timeout=300)
+            pytest.skip("npm is not installed: cannot install axe-core (tests/tooling)")
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--prefix", str(AXE_DIR)],
+                              capture_output=True, text=True, timeout=300)
         if done.returncode != 0 or not AXE_JS.exists():
-            pytest.skip(f"npm install axe-core failed: {done.stderr[-500:]}")
+            pytest.skip(f"npm ci (tests/tooling) failed: {done.stderr[-500:]}")
     return AXE_JS.read_text()
 
 
@@ -72,7 +71,16 @@ big = ProviderPayload.objects.create(provider="anthropic", format="anthropic.con
     version="v1", value=orjson.dumps({"items": [{"text": "x" * 300, "n": n}
                                                 for n in range(4000)]}).decode())
 event = Event.objects.exclude(body="{}").values_list("pk", flat=True).first()
-print(json.dumps({"payload": str(small), "big": str(big.pk), "event": str(event)}))
+import uuid
+from conversations import forking, store
+from conversations.models import Conversation, Turn
+from streams.builder import EventRecord
+source = Conversation.objects.filter(title__icontains="tide").order_by("created_at").first()
+fork = forking.fork(source, 0, owner=source.owner, title="A re-run")
+store.record_turns([store.NewTurn(Turn.Role.AGENT, [EventRecord("message", text="Again.")],
+                                  provider="openai", model="gpt-5", finished=True)], fork)
+print(json.dumps({"payload": str(small), "big": str(big.pk), "event": str(event),
+                  "missing": str(uuid.uuid4()), "fork": str(fork.pk)}))
 """
 
 
@@ -118,7 +126,17 @@ def run_axe(world, axe_source, path, scheme, *, wait=None, ours=None):
 
 def _pages(world):
     samples = world["setup"]["samples"]
-    return [("/", None)] + [(f"/c/{pk}/", None) for pk in samples.values()]
+    tides = samples["anthropic-tides"]
+    return [("/", None)] + [(f"/c/{pk}/", None) for pk in samples.values()] + [
+        # Every other page type a reader opens: a missing page, Compare, a search inside a
+        # conversation without script, a fork with its branches, Fork here and Re-run.
+        (f"/c/{world['setup']['admin']['missing']}/", None),
+        (f"/c/{tides}/turns/1/compare/", None),
+        (f"/c/{tides}/find/?q=tide", None),
+        (f"/c/{world['setup']['admin']['fork']}/", None),
+        (f"/c/{tides}/turns/1/fork/", None),
+        (f"/c/{tides}/turns/1/rerun/", None),
+    ]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -139,6 +157,17 @@ def summary(found: dict) -> str:
             targets = "; ".join(n["target"] for n in v["nodes"][:4])
             lines.append(f"{path}: {v['id']} ({v['impact']}, {len(v['nodes'])}): {targets}")
     return "\n".join(lines)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_api_docs_have_no_violations(world, axe_source, scheme):
+    def loaded(page):
+        page.wait_for_selector(".swagger-ui .opblock")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"api-docs-{scheme}.png"))
+
+    violations = run_axe(world, axe_source, "/api/v1/docs", scheme, wait=loaded)
+    assert not violations, summary({"/api/v1/docs": violations})
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
