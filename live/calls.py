@@ -154,14 +154,26 @@ class Composer:
         return any(o.recorded for o in self.options)
 
 
-def composer(exclude: str = "") -> Composer:
-    """The composer's choices; the first enabled provider (other than ``exclude``, e.g. the
-    provider of the turn to re-run, when another is enabled) is selected."""
+def composer(exclude: str = "", prefer: tuple[str, str] = ("", "")) -> Composer:
+    """The composer's choices. ``prefer`` (provider, model), e.g. the conversation's last
+    answer's, is selected when that provider is enabled; else the first enabled provider
+    (other than ``exclude``, e.g. the provider of the turn to re-run, when another is enabled)."""
     options = provider_options()
     enabled = [o for o in options if o.enabled]
+    preferred = next((o for o in enabled if o.provider == prefer[0]), None)
+    if preferred is not None:
+        return Composer(options, preferred.provider, prefer[1] or preferred.models[0])
     chosen = next((o for o in enabled if o.provider != exclude), enabled[0] if enabled else None)
     return Composer(options, chosen.provider if chosen else "",
                     chosen.models[0] if chosen else "")
+
+
+def last_served(conversation_id: Any) -> tuple[str, str]:
+    """The provider and model of the conversation's last answer that names them (a fork's and
+    a re-run's include the turns they copied), or ("", "")."""
+    row = Turn.objects.filter(conversation_id=conversation_id, role=Turn.Role.AGENT).exclude(
+        provider="").order_by("-index").values_list("provider", "model").first()
+    return (row[0], row[1]) if row else ("", "")
 
 
 @dataclass(frozen=True)

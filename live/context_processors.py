@@ -11,7 +11,13 @@ from live import calls
 
 
 def live_calls(request: HttpRequest) -> dict[str, Any]:
-    return {"live_composer": calls.composer}
+    """On a conversation's page the composer starts on the provider and model of its last
+    answer (an OpenAI conversation, its forks and re-runs continue with OpenAI)."""
+    match = getattr(request, "resolver_match", None)
+    conversation_id = match.kwargs.get("conversation_id") if match is not None else None
+    if not conversation_id:
+        return {"live_composer": calls.composer}
+    return {"live_composer": lambda: calls.composer(prefer=calls.last_served(conversation_id))}
 
 
 def capture_backlog(request: HttpRequest) -> dict[str, Any]:

@@ -158,3 +158,22 @@ def test_the_first_prompt_titles_an_untitled_conversation(owner, upstream):
         "prompt": PROMPT, "provider": "anthropic", "model": "claude-sonnet-4-5"})
     named.refresh_from_db()
     assert named.title == "Kept"
+
+
+def test_the_composer_starts_on_the_last_answers_provider_and_model(client, owner, upstream):
+    from conversations.forking import fork
+    from conversations.models import Turn
+    from streams.builder import EventRecord
+
+    conversation, _ = store.record_turns([store.user_turn("Hi"), store.NewTurn(
+        Turn.Role.AGENT, [EventRecord("message", text="Hello")], provider="openai",
+        model="gpt-5-mini", finished=True)], store.NewConversation(owner=owner))
+    forked = fork(conversation, 1, owner=owner)
+    client.force_login(owner)
+    for page in (conversation, forked):
+        html = client.get(f"/c/{page.pk}/").content.decode()
+        assert re.search(r'<option value="openai"[^>]* selected', html), page
+        assert 'name="model" value="gpt-5-mini"' in html
+    empty = store.create_conversation(owner=owner)  # nothing answered yet: the first enabled
+    html = client.get(f"/c/{empty.pk}/").content.decode()
+    assert re.search(r'<option value="anthropic"[^>]* selected', html)
