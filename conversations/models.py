@@ -155,6 +155,9 @@ class Turn(models.Model):
     # Provenance: the provider and the served model that produced this turn. Set once.
     provider = models.CharField(max_length=64, blank=True)
     model = models.CharField(max_length=200, blank=True)
+    # Who a live call asked ("provider · model"), as sent: not provenance (no response named
+    # it). The page shows it on a turn that ended before a response named the served model.
+    asked = models.CharField(max_length=300, blank=True, default="")
     # Native bookkeeping of the provider responses that made up this turn
     # ([{"trigger", "response_id", "model", "end_reason"}]); appended to, never rewritten.
     responses = models.TextField(default="[]")

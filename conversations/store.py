@@ -83,6 +83,7 @@ class NewTurn:
     provider: str = ""
     model: str = ""
     agent_id: str | None = None  # None: who served it (Turn.default_agent_id), on agent turns
+    asked: str = ""  # who a live call asked (Turn.asked)
     finished: bool = False  # stamp completed_at (finish_turn's doing on the step-by-step path)
     # Given by an import that keeps a document's ids, times and seqs; None: fresh ids, now, and
     # the conversation's next seqs. ``event_ids`` and ``seqs`` have one entry per record.
@@ -368,7 +369,7 @@ def _record_turns(
                     Turn.default_agent_id(spec.provider, spec.model)
                     if spec.role == Turn.Role.AGENT else ""
                 ),
-                "provider": spec.provider, "model": spec.model,
+                "provider": spec.provider, "model": spec.model, "asked": spec.asked,
                 "responses": dumps(list(spec.responses)) if spec.responses else "[]",
                 "created_at": spec.created_at or rows.now,
                 "completed_at": rows.now if spec.finished else None,
@@ -490,8 +491,8 @@ class _Rows:
         turn.validate_invariants()  # what Turn.save() checks
         self.turns.append((
             self.tables.uuid(turn.pk), self.conversation_id, turn.index, turn.role, turn.status,
-            turn.end_reason, turn.agent_id, turn.provider, turn.model, turn.responses,
-            self.time(turn.created_at), self.time(turn.completed_at),
+            turn.end_reason, turn.agent_id, turn.provider, turn.model, turn.asked,
+            turn.responses, self.time(turn.created_at), self.time(turn.completed_at),
         ))
         self.search.provenance(turn.provider, turn.model)
         self.search.turn()
@@ -626,7 +627,7 @@ COLUMNS: dict[type[Model], tuple[str, ...]] = {
                    "forked_at_turn", "next_seq", "turn_count", "citation_count", "search_count",
                    "source"),
     Turn: ("id", "conversation_id", "index", "role", "status", "end_reason", "agent_id",
-           "provider", "model", "responses", "created_at", "completed_at"),
+           "provider", "model", "asked", "responses", "created_at", "completed_at"),
     ProviderPayload: ("id", "provider", "format", "version", "value", "size", "sha256",
                       "created_at"),
     Event: ("id", "conversation_id", "turn_id", "seq", "kind", "text", "incomplete", "body",

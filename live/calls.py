@@ -300,6 +300,10 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
                 ingest.title_for(ask.prompt, [], EventBuilder())))
         opened = live_runner.open_turns(locked, ask.prompt, None,
                                         agent_id=RECORDED_AGENT if recorded else None)
+        # who was asked, for the page of a turn that fails before a response names its model
+        agent = opened[-1][0]
+        agent.asked = f"{ask.provider} · {ask.model}"[:300]
+        Turn.objects.filter(pk=agent.pk).update(asked=agent.asked)
     return locked, opened, request
 
 

@@ -571,13 +571,15 @@ def _refusal(provider: str, body: Any, served: Iterable[Served]) -> str | None:
 
 def _whole_forms(provider: str, blocks: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The forms a response the client holds whole may come back in: as served, and for
-    Anthropic also without a server tool use left open (a paused answer that is followed by
-    a user message, not continued: the pairing rule says which of the two fits)."""
+    Anthropic also without the tool uses nothing answers (a paused answer followed by a user
+    message, not continued; a client tool call the next message does not answer): the
+    pairing rule says which of the two fits."""
     if provider != "anthropic":
         return [blocks]
+    # a client tool use is answered in the next message, if at all (the pairing rule judges)
     answered = {b.get("tool_use_id") for b in blocks}
-    closed = [b for b in blocks
-              if b.get("type") not in _SERVER_TOOL_USES or b.get("id") in answered]
+    closed = [b for b in blocks if b.get("type") != _CLIENT_TOOL_USE and (
+        b.get("type") not in _SERVER_TOOL_USES or b.get("id") in answered)]
     return [blocks, closed] if len(closed) != len(blocks) else [blocks]
 
 

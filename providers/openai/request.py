@@ -14,8 +14,9 @@ Responses (``POST /v1/responses``):
   answer: the API refuses "Item 'rs_…' of type 'reasoning' was provided without its required
   following item"), and, when nothing is stored upstream, a reasoning item without its
   ``encrypted_content`` (nothing could find it; the reasoning guide: reasoning items of earlier
-  turns are dropped by the API anyway); an item that never finished (a search still
-  ``in_progress`` when the stream was cut: it was never done, so never held whole).
+  turns are dropped by the API anyway); in a cut answer, an item still ``in_progress`` (added,
+  never done: never held whole). An item that was done goes back as it was, whatever its
+  status says (Azure's searches stay "searching").
 * ``previous_response_id`` instead, when the request asks to keep responses upstream
   (``TurnRequest.store``) and the last agent turn's own request did too (its recorded
   ``request`` says ``store`` is not false): then only what follows that response is sent.
@@ -52,7 +53,6 @@ RESPONSES_PATH = "/v1/responses"
 CHAT_PATH = "/v1/chat/completions"
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
 _NOT_ITEMS = (items.ANNOTATION, ERROR)
-_FINISHED = ("completed", "incomplete", "failed")  # an item's status once it is done
 
 
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
@@ -82,6 +82,7 @@ def output_items(turn: PriorTurn, store: bool = True) -> list[dict[str, Any]]:
     """The agent turn's Responses output items as received, from its stored payloads, less
     what cannot go back (see the module docstring; ``store``: the request keeps responses
     upstream)."""
+    cut = turn.end_reason == "interrupted"
     found: list[dict[str, Any]] = []
     for payload in turn.payloads:
         if payload.provider != PROVIDER or payload.format in _NOT_ITEMS:
@@ -94,7 +95,7 @@ def output_items(turn: PriorTurn, store: bool = True) -> list[dict[str, Any]]:
         item = _decoded(payload)
         if item.get("type") == "reasoning" and not store and not item.get("encrypted_content"):
             continue
-        if item.get("status") not in (None, *_FINISHED):
+        if cut and item.get("status") == "in_progress":  # added, never done
             continue
         found.append(item)
     while found and found[-1].get("type") == "reasoning":  # its following item never came

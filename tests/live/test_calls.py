@@ -250,6 +250,13 @@ def test_a_provider_error_fails_the_turn_with_its_code_and_message(
     client.force_login(owner)
     html = client.get(f"/c/{live.conversation.pk}/").content.decode()
     assert code in html and message in html
+    # and who was asked: no response named the served model, the request did
+    turn.refresh_from_db()
+    assert turn.asked == "anthropic · claude-sonnet-4-5"
+    if not turn.provider:  # else the response named it (the in-stream error's)
+        assert "asked-chip" in html and "anthropic · claude-sonnet-4-5" in html
+    else:
+        assert "asked-chip" not in html
 
 
 def test_after_a_failed_turn_the_person_can_send_again(upstream, owner):
