@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0020_reader_domains'),
+        ('conversations', '0021_imports_conversation_source'),
     ]
 
     operations = [
