@@ -126,8 +126,19 @@ def test_drag_and_drop_upload(live_server, session, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "upload-results.png"), full_page=True)
 
+    # The same files again: nothing is imported twice; each row links what is there.
+    transfer = page.evaluate_handle(DROP_JS, files)
+    zone.dispatch_event("drop", {"dataTransfer": transfer})
+    page.locator("[data-status]", has_text="Done: 0 conversations imported, 4 already "
+                 "imported").wait_for(timeout=60_000)
+    again = page.locator(".upload-file", has_text="librechat__chatgpt-export.json")
+    assert again.locator(".file-state").inner_text() == "2 already imported"
+    assert [a.inner_text() for a in again.locator(".result-already > a").all()] == [
+        "Conversation 1. Web Search", "Conversation 2"]
+    page.screenshot(path=str(ARTIFACTS / "upload-already.png"), full_page=True)
+
     # Open what was imported: the ChatGPT conversation, with its searches and citations.
-    page.locator(".result-ok > a", has_text="Conversation 1. Web Search").click()
+    page.locator(".upload-results a", has_text="Conversation 1. Web Search").click()
     page.wait_for_selector(".turn")
     assert page.locator("h1").inner_text() == "Conversation 1. Web Search"
     assert page.locator(".turn.agent").count() == 3
@@ -137,7 +148,7 @@ def test_drag_and_drop_upload(live_server, session, browser):
     page.screenshot(path=str(ARTIFACTS / "upload-opened.png"), full_page=True)
     page.go_back()
     page.reload()
-    assert page.locator(".conversation-row").count() == 4
+    assert page.locator(".conversation-row").count() == 4  # none twice
     # Bulk delete: select two, the bar counts them, the confirmation lists them.
     submit = page.locator("[data-bulk-submit]")
     assert submit.is_disabled()
