@@ -23,6 +23,8 @@ urlpatterns = [
          views.search_entry_point, name="search-entry-point"),
     path("c/<uuid:conversation_id>/turns/<int:index>/markdown/", views.turn_markdown,
          name="turn-markdown"),
+    path("c/<uuid:conversation_id>/turns/<int:index>/payloads/", views.turn_payloads,
+         name="turn-payloads"),
     path("c/<uuid:conversation_id>/find/", views.conversation_find, name="conversation-find"),
     path("c/<uuid:conversation_id>/turns/<int:index>/compare/", views.turn_compare,
          name="turn-compare"),

@@ -205,6 +205,41 @@ def turn_markdown(request: HttpRequest, conversation_id: str, index: int) -> Htt
                         content_type="text/markdown; charset=utf-8")
 
 
+PAYLOAD_PREVIEW_CHARS = 64 * 1024  # a larger payload shows its head; the native export has all
+
+
+@login_required
+@require_GET
+def turn_payloads(request: HttpRequest, conversation_id: str, index: int) -> HttpResponse:
+    """``GET /c/<id>/turns/<index>/payloads/``: the native provider payloads of one turn's
+    events, for its owner (and staff): each collapsed, shown as escaped JSON text (never
+    interpreted), a large one as its first 64 KB."""
+    from django.db.models.functions import Substr
+
+    from conversations.admin import human_size, pretty_json, pretty_json_prefix
+
+    conversation = _visible(request, conversation_id)
+    if conversation.owner_id != request.user.pk and not request.user.is_staff:
+        raise PermissionDenied("only its owner sees a conversation's payloads")
+    turn = get_object_or_404(conversation.turns, index=index)
+    events = (Event.objects.filter(turn=turn, payload__isnull=False).order_by("seq")
+              .select_related(None).values("pk", "seq", "kind", "payload__provider",
+                                           "payload__format", "payload__version",
+                                           "payload__size")
+              .annotate(head=Substr("payload__value", 1, PAYLOAD_PREVIEW_CHARS + 1)))
+    shown = []
+    for event in events:
+        head, size = event["head"] or "", event["payload__size"]
+        cut = len(head) > PAYLOAD_PREVIEW_CHARS
+        shown.append({**event, "size_text": human_size(size), "cut": cut,
+                      "text": pretty_json_prefix(head[:PAYLOAD_PREVIEW_CHARS]) if cut
+                      else pretty_json(head)})
+    return render(request, "conversations/payloads.html", {
+        "conversation": conversation, "turn": turn, "events": shown,
+        "preview": human_size(PAYLOAD_PREVIEW_CHARS),
+    })
+
+
 @login_required
 @require_GET
 def conversation_find(request: HttpRequest, conversation_id: str) -> HttpResponse:

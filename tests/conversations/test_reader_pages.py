@@ -146,3 +146,25 @@ def test_each_turn_has_a_permalink(client_of, talk):
     for turn in talk.turns.all():
         assert (f'<a class="permalink" href="/c/{talk.pk}/?turn={turn.pk}#turn-{turn.pk}">'
                 in html)
+
+
+def test_the_owner_sees_a_turns_native_payloads_escaped_and_size_gated(client_of, alice,
+                                                                       django_user_model):
+    from streams.parts import Payload
+
+    big = {"text": "<script>alert(1)</script>" + "x" * 70_000}
+    conversation, _ = store.record_turns([store.NewTurn(Turn.Role.AGENT, [
+        EventRecord("message", text="Hi", payload=Payload("anthropic", "anthropic.content_block",
+                                                          "v1", {"type": "text", "text": "Hi"})),
+        EventRecord("message", text="Big", payload=Payload("openai", "openai.item", "v1", big)),
+    ], finished=True)], store.NewConversation(owner=alice))
+    page = client_of.get(f"/c/{conversation.pk}/").content.decode()
+    assert f"/c/{conversation.pk}/turns/0/payloads/" in page
+    html = client_of.get(f"/c/{conversation.pk}/turns/0/payloads/").content.decode()
+    assert html.count("<details>") == 2
+    assert "&quot;type&quot;: &quot;text&quot;" in html  # pretty, escaped JSON text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
+    assert "Larger than 64.0 KB" in html and "x" * 70_000 not in html
+    bob = django_user_model.objects.create_user("bob", password="pw-bob-12345")
+    client_of.force_login(bob)
+    assert client_of.get(f"/c/{conversation.pk}/turns/0/payloads/").status_code == 404

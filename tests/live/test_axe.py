@@ -136,6 +136,7 @@ def _pages(world):
         (f"/c/{world['setup']['admin']['fork']}/", None),
         (f"/c/{tides}/turns/1/fork/", None),
         (f"/c/{tides}/turns/1/rerun/", None),
+        (f"/c/{tides}/turns/1/payloads/", None),
     ]
 
 
