@@ -168,3 +168,20 @@ def test_the_owner_sees_a_turns_native_payloads_escaped_and_size_gated(client_of
     bob = django_user_model.objects.create_user("bob", password="pw-bob-12345")
     client_of.force_login(bob)
     assert client_of.get(f"/c/{conversation.pk}/turns/0/payloads/").status_code == 404
+
+
+def test_a_document_citation_shows_its_title_quote_and_pages(client_of, alice):
+    from streams.builder import AttributionRecord
+
+    cited = EventRecord("message", text="Revenue grew.", attributions=[
+        AttributionRecord("", "Annual report.pdf", "Revenue grew 12%", pages=(3, 4)),
+        AttributionRecord("", "Notes.txt", "grew by a lot")])  # a char_location: no pages
+    conversation, _ = store.record_turns([store.NewTurn(
+        Turn.Role.AGENT, [cited], provider="anthropic", model="claude-x", finished=True)],
+        store.NewConversation(owner=alice))
+    html = client_of.get(f"/c/{conversation.pk}/").content.decode()
+    sources = html[html.index('<div class="sources">'):]
+    assert "Annual report.pdf" in sources and "“Revenue grew 12%”" in sources
+    assert '<span class="domain source-pages">p. 3–4</span>' in sources
+    assert "Notes.txt" in sources and "“grew by a lot”" in sources
+    assert sources.count("source-pages") == 1
