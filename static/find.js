@@ -16,16 +16,10 @@
 
   // -- Copy answer ------------------------------------------------------------------------
 
+  // The button is in the turn's fragment, hidden: it works only with script.
   function addCopy(section) {
-    if (section.dataset.status === "streaming") return;
-    var actions = section.querySelector(":scope > .turn-actions");
-    if (!actions || actions.querySelector(".answer-copy")) return;
-    var button = document.createElement("button");
-    button.type = "button";
-    button.className = "button subtle answer-copy";
-    button.textContent = "Copy answer";
-    button.setAttribute("data-index", section.dataset.index);
-    actions.appendChild(button);
+    var button = section.querySelector(":scope > .turn-actions > .answer-copy");
+    if (button) button.hidden = false;
   }
 
   function scan(root) {
