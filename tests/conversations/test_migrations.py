@@ -267,3 +267,50 @@ def test_0018_reads_the_pages_of_stored_page_location_citations():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sqlite_index_of_sources_outlives_0018s_remake_of_their_table():
+    """0018 remade the sources' table on SQLite, which dropped the triggers that keep 0012's
+    index in step: sources stored since were not found and a delete corrupted the index. After
+    every migration, a source stored before 0018 and one stored after are both found, and the
+    index's integrity check passes after a delete."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the FTS5 index of sources is SQLite's (PostgreSQL uses trigram indexes)")
+    from conversations.search import SOURCE_FTS_TABLE
+
+    def source_ids(word: str) -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT rowid FROM {SOURCE_FTS_TABLE} WHERE {SOURCE_FTS_TABLE} "
+                           "MATCH %s ORDER BY rowid", [f'"{word}"'])
+            return [row[0] for row in cursor.fetchall()]
+
+    before = [("conversations", "0017_served_facets")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        apps = executor.loader.project_state(before).apps
+        conversation = apps.get_model("conversations", "Conversation").objects.create()
+        turn = apps.get_model("conversations", "Turn").objects.create(
+            conversation=conversation, index=0, role="agent")
+        event = apps.get_model("conversations", "Event").objects.create(
+            conversation=conversation, turn=turn, seq=1, kind="message", text="x")
+        Attribution = apps.get_model("conversations", "Attribution")
+        old = Attribution.objects.create(event=event, ordinal=0, url="https://old.example/a",
+                                         domain="old.example", title="Stored before")
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        from conversations.models import Attribution as Current
+        new = Current.objects.create(event_id=event.pk, ordinal=1, url="https://new.example/b",
+                                     domain="new.example", title="Stored after")
+        assert (source_ids("old.example")) == [old.pk]
+        assert (source_ids("new.example")) == [new.pk]
+        with connection.cursor() as cursor:  # sources are append-only: a delete by hand
+            cursor.execute("DELETE FROM conversations_attribution WHERE id = %s", [old.pk])
+        assert source_ids("old.example") == []
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {SOURCE_FTS_TABLE}({SOURCE_FTS_TABLE}, rank) "
+                           "VALUES ('integrity-check', 1)")
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
