@@ -156,7 +156,11 @@ def _element_end(buf: _Buffer, start: int, max_element: int) -> int:
         if len(data) - start > max_element:
             raise buf.error(f"an element is larger than {max_element} bytes", start)
         if not buf.fill():
-            raise buf.error("the file ends inside an element (cut short?)", start)
+            # Named where the file stops (where it was cut), with where the element began: the
+            # element's first line alone pointed far from the damage.
+            begun = buf.line(start)
+            raise buf.error(f"the file ends inside an element (cut short?) that starts at "
+                            f"line {begun}", len(buf.data))
 
 
 def _finish(buf: _Buffer, position: int) -> None:

@@ -31,7 +31,8 @@ def test_each_element_knows_its_line():
     (b"", "empty input", 1),
     (b'\n{"a": 1}', "expected a JSON array", 2),
     (b'[{"a": 1}\n {"b": 2}]', "expected ',' or ']'", 2),
-    (b'[{"a": 1},\n{"b": "cut', "ends inside an element", 2),
+    (b'[{"a": 1},\n{"b": "cut', "ends inside an element .* starts at line 2", 2),
+    (b'[{"a": 1},\n{"b":\n  [1,\n   2,\n   "cut', "ends inside an element .* starts at line 2", 5),
     (b'[{"a": 1}\n', "ends inside the array", 2),
     (b"[] trailing", "unexpected content", 1),
 ])
