@@ -28,8 +28,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from api.http import PayloadTooLarge
 from conversations.forking import ForkError
-from conversations.redaction import redact_text, redact_value
 from conversations.schema import InvalidDocument
+from guards.redaction import redact_text, redact_value
 from streams.errors import MalformedInput, TurnTooLarge
 
 log = logging.getLogger("turnscope.api")

@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
-from api import views
+from api import live_turns, views
 
 urlpatterns = [
     path("capabilities", views.CapabilitiesView.as_view(), name="api-capabilities"),
@@ -15,8 +15,13 @@ urlpatterns = [
     path("conversations/ingest", views.IngestView.as_view(), name="api-conversation-ingest"),
     path("conversations/<uuid:id>", views.ConversationDetailView.as_view(),
          name="api-conversation-detail"),
-    path("conversations/<uuid:id>/turns", views.ConversationTurnsView.as_view(),
+    # GET the turns, POST the next one live; re-run and stop a live turn (api.live_turns).
+    path("conversations/<uuid:id>/turns", live_turns.TurnsView.as_view(),
          name="api-conversation-turns"),
+    path("conversations/<uuid:id>/turns/<int:index>/rerun", live_turns.RerunView.as_view(),
+         name="api-turn-rerun"),
+    path("conversations/<uuid:id>/turns/<int:index>/stop", live_turns.StopView.as_view(),
+         name="api-turn-stop"),
     path("conversations/<uuid:id>/events", views.ConversationEventsView.as_view(),
          name="api-conversation-events"),
     path("conversations/<uuid:id>/export", views.ConversationExportView.as_view(),

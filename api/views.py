@@ -61,8 +61,8 @@ from conversations.projections import (
     turn_dict,
     turns_with_events,
 )
-from conversations.redaction import redact_text
 from conversations.responses import streaming_response
+from guards.redaction import redact_text
 
 log = logging.getLogger("turnscope.api")
 

@@ -15,10 +15,11 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, transaction
 
 import providers
-from conversations import provenance, redaction, sources, store
+from conversations import provenance, sources, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from conversations.rendering.plain import plain_line
+from guards import redaction
 from streams import run
 from streams.bodies import ActivityBody
 from streams.builder import EventBuilder, EventRecord, storable

@@ -23,7 +23,6 @@ from django.db.models.functions import Length
 from conversations import cache_rows, provenance, store
 from conversations.limits import check_turn
 from conversations.models import Attribution, Conversation, Event, Turn, TurnExport
-from conversations.redaction import redact_document
 from conversations.rendering import (
     RENDERER_VERSION,
     DocumentFormat,
@@ -35,6 +34,7 @@ from conversations.rendering.ledger import build_ledger
 from conversations.schema import InvalidDocument, validate_export
 from conversations.snapshot import Side
 from conversations.snapshot import read as one_snapshot
+from guards.redaction import redact_document
 from streams.bodies import MessageBody, ReasoningBody, body_class
 from streams.builder import AttributionRecord, EventRecord, storable
 from streams.parts import Payload

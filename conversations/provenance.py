@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from conversations import redaction
+from guards import redaction
 
 _PROVIDER = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")

@@ -30,12 +30,13 @@ from typing import Any, BinaryIO
 import orjson
 from django.db import DataError, IntegrityError, transaction
 
-from conversations import ingest, redaction, sources, store
+from conversations import ingest, sources, store
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Turn
 from conversations.projections import import_document
 from conversations.provenance import ProvenanceError
 from conversations.schema import InvalidDocument
+from guards import redaction
 from importers import detect, recording
 from importers.base import (
     ExportDocument,

@@ -25,7 +25,6 @@ from conversations import (
     compare,
     discard,
     reading,
-    redaction,
     store,
     upload_limits,
     uploads,
@@ -33,6 +32,7 @@ from conversations import (
 from conversations.models import Conversation, Event
 from conversations.rendering import ENTRY_POINT_POLICY, search_entry_point_document
 from conversations.responses import streaming_response
+from guards import redaction
 from streams.bodies import ArtifactBody
 
 log = logging.getLogger("turnscope.views")

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
-from conversations import ratelimit
 from conversations.models import Turn
+from guards import ratelimit
 
 
 class TooMany(Exception):
@@ -42,6 +43,6 @@ def admit(owner_id: Any) -> None:
     if streaming >= most:
         raise TooMany(f"You have {streaming} turns streaming; at most {most} may stream at once. "
                       "Stop one or wait for it to end, then send again.")
-    if not ratelimit.allow("live-call", str(owner_id), rate()):
+    if not ratelimit.allow(cache, "live-call", str(owner_id), rate()):
         raise TooMany(f"Too many live calls (the limit is {rate()} per user); wait a little, "
                       "then send again.")

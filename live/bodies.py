@@ -117,7 +117,7 @@ def _abort(transport: Any) -> None:
 
 
 def _logged(target: bytes) -> str:
-    from conversations.redaction import redact_log_line
+    from guards.redaction import redact_log_line
 
     return redact_log_line(target.decode("latin-1")[:300])
 

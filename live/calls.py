@@ -40,8 +40,9 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, ingest, redaction, replay, store
+from conversations import forking, ingest, replay, store
 from conversations.models import Conversation, Event, Turn
+from guards import redaction
 from live import admission, services
 from live import runner as live_runner
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest

@@ -22,8 +22,9 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import redaction, store, streaming
+from conversations import store, streaming
 from conversations.models import Turn
+from guards import redaction
 from live import capture, instances
 from live.models import Heartbeat, RecordedExchange
 from streams.bodies import ReasoningBody

@@ -49,10 +49,11 @@ from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
-from conversations import provenance, redaction, store, streaming
+from conversations import provenance, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
 from conversations.rendering import live as live_text
+from guards import redaction
 from live import instances, protocol, publish, recovery, sources
 from live.models import RecordedExchange, Recording
 from streams import parts

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 
 import providers
-from conversations import redaction
 from conversations.models import Event, Turn
+from guards import redaction
 from streams import parts
 from streams.bodies import ActivityBody, ErrorBody, MessageBody, ReasoningBody, ToolCallBody
 

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -16,8 +17,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from conversations import compare, discard, ratelimit
+from conversations import compare, discard
 from conversations.models import Conversation, Turn
+from guards import ratelimit
 from live import calls, runner, state
 
 
@@ -58,7 +60,7 @@ async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpRespons
     source = await sync_to_async(owned_conversation)(user, conversation_id)
     # A replay costs a task on the server's loop for minutes: a user starts only so many.
     rate = str(getattr(settings, "TURNSCOPE_REPLAY_RATE", "10/min"))
-    if not await sync_to_async(ratelimit.allow)("replay", str(user.pk), rate):
+    if not await sync_to_async(ratelimit.allow)(cache, "replay", str(user.pk), rate):
         return HttpResponse(
             f"Too many live replays started (the limit is {rate}). Try again shortly.",
             status=429, content_type="text/plain; charset=utf-8")

@@ -27,8 +27,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 import providers
-from conversations import ingest, provenance, redaction, store
+from conversations import ingest, provenance, store
 from conversations.models import Conversation, Turn
+from guards import redaction
 from otlp import spans
 from otlp.models import ReceivedSpan
 from proxy import messages, threads

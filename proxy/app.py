@@ -385,7 +385,7 @@ async def _break_off(send: Any) -> None:
 def redacted_path(text: str) -> str:
     """A request line as it may be logged: no path token, no credential (``?key=``, or any
     query parameter that holds one), exactly as every other log line."""
-    from conversations.redaction import redact_log_line
+    from guards.redaction import redact_log_line
 
     return redact_log_line(text)
 

@@ -28,7 +28,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from conversations import redaction
+from guards import redaction
 from live import capture, instances
 from live import runner as live_runner
 from proxy.endpoints import Endpoint

@@ -29,9 +29,10 @@ from django.db import close_old_connections, transaction
 from django.db.utils import InterfaceError, OperationalError
 
 import providers
-from conversations import provenance, redaction, store, streaming
+from conversations import provenance, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Event, Turn
+from guards import redaction
 from live import capture, instances, publish, recovery, sources
 from live import runner as live_runner
 from live.models import RecordedExchange

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import orjson
 
-from conversations.redaction import redact_text, redact_value
+from guards.redaction import redact_text, redact_value
 from providers.anthropic.blocks import BLOCK as ANTHROPIC_BLOCK
 from providers.anthropic.blocks import DEFAULT_API_VERSION as ANTHROPIC_VERSION
 from providers.google.common import PART as GOOGLE_PART

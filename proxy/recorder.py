@@ -31,8 +31,8 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 import providers
-from conversations import redaction
 from conversations.models import Conversation, Turn
+from guards import redaction
 from live import capture as capture_log
 from live import runner as live_runner
 from live.models import RecordedExchange, Recording

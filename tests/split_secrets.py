@@ -12,9 +12,9 @@ import re
 
 import orjson
 
-from conversations import redaction
 from conversations.models import Conversation
 from conversations.projections import export_document
+from guards import redaction
 from tests.api.test_secrets import HEADER_LINE, SECRETS, URL_SECRET, database_text
 
 # Every key shape of tests.api.test_secrets, a key-bearing URL, a header line, and a bearer

@@ -14,10 +14,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model, user_logged_in, user_login_failed
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.backends import ModelBackend
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
-from conversations import ratelimit
+from guards import ratelimit
 
 SCOPE = "login"
 
@@ -32,7 +33,7 @@ def _ident(request: HttpRequest | None, username: Any) -> str:
 
 
 def blocked(request: HttpRequest | None, username: Any) -> bool:
-    return ratelimit.exceeded(SCOPE, _ident(request, username), _rate())
+    return ratelimit.exceeded(cache, SCOPE, _ident(request, username), _rate())
 
 
 class LoginRateLimit(ModelBackend):
@@ -54,11 +55,11 @@ class LoginRateLimit(ModelBackend):
 def _failed(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None,
             **kwargs: Any) -> None:
     username = credentials.get("username", credentials.get(get_user_model().USERNAME_FIELD))
-    ratelimit.count(SCOPE, _ident(request, username), _rate())
+    ratelimit.count(cache, SCOPE, _ident(request, username), _rate())
 
 
 def _succeeded(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
-    ratelimit.reset(SCOPE, _ident(request, user.get_username()))
+    ratelimit.reset(cache, SCOPE, _ident(request, user.get_username()))
 
 
 user_login_failed.connect(_failed, dispatch_uid="turnscope.auth.failed")

@@ -29,7 +29,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from conversations.redaction import redact_value
+from guards.redaction import redact_value
 
 log = logging.getLogger("turnscope.csp")
 

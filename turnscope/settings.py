@@ -348,7 +348,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # Credentials never reach the log, whatever a message interpolates.
-    "filters": {"redact": {"()": "conversations.redaction.RedactingFilter"}},
+    "filters": {"redact": {"()": "guards.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["redact"]}},
     "loggers": {

@@ -10,7 +10,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/v1/", include("turnscope.api_routes")),
+    path("api/v1/", include("api.urls")),
     path("csp-report/", security.csp_report, name="csp-report"),
     path("", include("conversations.urls")),
     path("", include("live.urls")),

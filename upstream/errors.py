@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from conversations.redaction import redact_text
+from guards.redaction import redact_text
 
 # Anthropic error ``type`` per status (docs: "Errors").
 _ANTHROPIC_TYPES = {

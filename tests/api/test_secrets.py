@@ -18,8 +18,9 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from conversations import redaction
 from conversations.ingest import ResponseFile, ingest
+from guards import redaction
+from guards.redaction import rules
 from providers.wire import DONE, read
 from streams.builder import AttributionRecord, EventRecord
 from streams.parts import Payload
@@ -43,7 +44,7 @@ URL_SECRET = "key=AIzaQ7xK3UrlKeyUUUUUUUUUUUUUUUUUUUUUUUU"
 HEADER_LINE = "Authorization: Bearer Q7xK3HeaderToken0123456789abcdef"
 MARKERS = ["Q7xK3", "Q7XK3", "eyJzdWIiOiJRN3hLMyJ9"]
 
-# Key shapes, independent of conversations.redaction's rules.
+# Key shapes, independent of guards.redaction's rules.
 KEY_SHAPES = re.compile(
     r"sk-ant-[A-Za-z0-9_-]{16,}|sk-proj-[A-Za-z0-9_-]{20,}|\bAIza[0-9A-Za-z_-]{35}\b|"
     r"\bghp_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|"
@@ -269,8 +270,8 @@ def test_logging_filter():
 
 def _careful_path_changes(value) -> bool:
     """What every rule would do with no prefilter in front of it."""
-    rules = redaction._BYTES_RULES if isinstance(value, bytes) else redaction._TEXT_RULES
-    return any(rule.sub(value)[1] for rule in rules)
+    compiled = rules.BYTES_RULES if isinstance(value, bytes) else rules.TEXT_RULES
+    return any(rule.sub(value)[1] for rule in compiled)
 
 
 @pytest.mark.parametrize("secret", [*SECRETS, URL_SECRET, HEADER_LINE])

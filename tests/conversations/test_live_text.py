@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conversations import redaction
+from guards import redaction
 from tests.split_secrets import SPLIT_SECRETS, leaks, sentence
 
 

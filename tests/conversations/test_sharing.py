@@ -19,8 +19,8 @@ from django.utils import timezone
 from conversations import sharing, store
 from conversations.forking import fork
 from conversations.models import Event, Share
-from conversations.redaction import RedactingFilter, redact_log_line
 from conversations.schema import validate_export
+from guards.redaction import RedactingFilter, redact_log_line
 from streams.bodies import ArtifactBody
 from streams.builder import EventRecord
 from tests.api.conftest import add_turn, add_user_turn, build_conversation

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conversations import redaction
 from conversations.ingest import ResponseFile, ingest
+from guards import redaction
+from guards.redaction import wire
 from tests.split_secrets import as_sse, assert_nothing_kept, split_cases, split_stream
 
 pytestmark = pytest.mark.django_db
@@ -54,9 +55,9 @@ def test_recorded_wire_loses_every_piece_of_a_split_key_and_stays_valid():
 
 def test_wire_bytes_found_clean_are_not_scanned_again_and_secrets_always_are(monkeypatch):
     scans = []
-    scan = redaction._redact_wire
-    monkeypatch.setattr(redaction, "_redact_wire", lambda raw: scans.append(raw) or scan(raw))
-    monkeypatch.setattr(redaction, "_CLEAN_WIRE", {})
+    scan = wire._redact_wire
+    monkeypatch.setattr(wire, "_redact_wire", lambda raw: scans.append(raw) or scan(raw))
+    monkeypatch.setattr(wire, "_CLEAN_WIRE", {})
     clean, secret = split_stream([]), split_stream(split_cases()[:3])
     for _ in range(3):
         assert redaction.redact_wire(clean) == clean

@@ -9,8 +9,9 @@ import re
 import pytest
 from asgiref.sync import async_to_sync
 
-from conversations import redaction, store, streaming
+from conversations import store, streaming
 from conversations.models import Event
+from guards import redaction
 from live import recovery, runner, sources
 from tests.live.helpers import Listener, by_type
 from tests.split_secrets import (

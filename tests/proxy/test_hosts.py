@@ -260,7 +260,7 @@ def test_the_upstreams_setting_is_checked():
 
 
 def test_the_new_hosts_credentials_are_redacted_wherever_they_would_show():
-    from conversations.redaction import redact_log_line, redact_text
+    from guards.redaction import redact_log_line, redact_text
 
     for line in (f"api-key: {AZURE_KEY}", f"Authorization: Bearer {GOOGLE_TOKEN}",
                  f"calling with {GOOGLE_TOKEN} now", f"key {XAI_KEY}",

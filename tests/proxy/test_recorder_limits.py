@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from conversations.models import Turn
-from conversations.redaction import WireLines
+from guards.redaction import WireLines
 from live import bundled
 from live.models import Recording
 from proxy import recorder

@@ -10,7 +10,7 @@ import providers
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Turn
 from conversations.projections import turn_dict
-from conversations.redaction import redact_text, redact_value
+from guards.redaction import redact_text, redact_value
 from live.models import Recording
 from tests.proxy import sdk
 from tests.proxy.cases import cases

@@ -60,7 +60,7 @@ def test_a_success_clears_the_count(alice):
 
 
 def test_the_rate_parser():
-    from conversations.ratelimit import parse_rate
+    from guards.ratelimit import parse_rate
 
     assert parse_rate("10/min") == (10, 60)
     assert parse_rate("5/15min") == (5, 900)

@@ -1,10 +1,10 @@
 """The live-call endpoints of the REST API (``/api/v1/conversations/<id>/turns`` POST,
 ``.../turns/<index>/rerun`` and ``.../turns/<index>/stop``): thin, the work is ``live.calls``.
 
-These are mixins: ``live`` and ``api`` are independent layers, so ``turnscope.api_routes``
-composes them with the API's base views (JSON only, permissions, throttles). Appending to a
-conversation is for its owner: a conversation the user cannot see is a 404 (``get_object``),
-one they see but do not own (staff) a 403.
+Each action is a mixin put on the API's base view (JSON only, who may see what, throttles) by the
+views at the end; ``TurnsView`` adds the POST to the conversation's turns (``GET`` lists them).
+Appending to a conversation is for its owner: a conversation the user cannot see is a 404
+(``get_object``), one they see but do not own (staff) a 403.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from rest_framework.exceptions import APIException, NotFound, Throttled, Validat
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.permissions import CanSeeConversation, OwnsConversation
+from api.throttling import WriteThrottled
+from api.views import ApiView, ConversationTurnsView
 from conversations.models import Conversation
 from live import calls
 
@@ -121,7 +124,7 @@ class StartTurnMixin:
         "recorded provider when the server has one, else refused (400, naming the key).",
     )
     def post(self, request: Request, id: Any) -> Response:
-        # The composing view's conversation: the owner's only for a POST (turnscope.api_routes)
+        # The composing view's conversation: the owner's only for a POST (_Writes)
         conversation: Conversation = self.get_object()  # type: ignore[attr-defined]
         data = TurnAskSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -140,7 +143,7 @@ class RerunMixin:
         "is untouched). The 202 names the new conversation and its streaming turn.",
     )
     def post(self, request: Request, id: Any, index: int) -> Response:
-        # The composing view's conversation: the owner's only for a POST (turnscope.api_routes)
+        # The composing view's conversation: the owner's only for a POST (_Writes)
         conversation: Conversation = self.get_object()  # type: ignore[attr-defined]
         data = AskSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -158,7 +161,7 @@ class StopMixin:
         "streamed. 404 when that turn is not streaming.",
     )
     def post(self, request: Request, id: Any, index: int) -> Response:
-        # The composing view's conversation: the owner's only for a POST (turnscope.api_routes)
+        # The composing view's conversation: the owner's only for a POST (_Writes)
         conversation: Conversation = self.get_object()  # type: ignore[attr-defined]
         streaming = calls.streaming_turn(conversation)
         if streaming is None or streaming.index != index:
@@ -168,3 +171,27 @@ class StopMixin:
             raise NotFound(f"Turn {index} is not streaming.")
         return Response({"turn": {"id": str(turn.pk), "index": turn.index}},
                         status=status.HTTP_202_ACCEPTED)
+
+
+class _Writes(WriteThrottled):
+    """A POST is the conversation owner's only (``OwnsConversation``, as the API's own writes),
+    under the write throttle."""
+
+    def get_permissions(self) -> list[Any]:
+        if self.request.method == "POST":  # type: ignore[attr-defined]
+            return [OwnsConversation()]
+        return list(super().get_permissions())  # type: ignore[misc]
+
+
+class TurnsView(_Writes, StartTurnMixin, ConversationTurnsView):
+    """``GET``: the conversation's turns; ``POST``: the next turn, live."""
+
+    permission_classes = [CanSeeConversation]
+
+
+class RerunView(_Writes, RerunMixin, ApiView):
+    permission_classes = [CanSeeConversation]
+
+
+class StopView(_Writes, StopMixin, ApiView):
+    permission_classes = [CanSeeConversation]

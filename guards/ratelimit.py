@@ -1,6 +1,6 @@
-"""Fixed-window rate limits in the cache (Redis when configured, so every process counts
-together): actions that cost far more than the request asking for them (a live replay) and
-guesses at a password.
+"""Fixed-window rate limits in a cache the caller hands in (Django's, which is Redis when
+configured, so every process counts together): actions that cost far more than the request asking
+for them (a live replay) and guesses at a password.
 
 A rate is ``"N/period"``: ``period`` is ``s``, ``min``, ``hour`` or ``day``, optionally with a
 count (``"10/15min"``). A cache that is down fails open (the action is allowed and a warning
@@ -12,14 +12,23 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-
-from django.core.cache import cache
+from typing import Any, Protocol
 
 log = logging.getLogger("turnscope.ratelimit")
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|min|m|hour|h|day|d)\s*$")
 _SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400,
             "day": 86400}
+
+
+class Cache(Protocol):
+    """What the counting needs of a cache (Django's cache API, without importing Django)."""
+
+    def add(self, key: str, value: Any, timeout: int | None = ...) -> bool: ...
+    def incr(self, key: str, delta: int = ...) -> int: ...
+    def set(self, key: str, value: Any, timeout: int | None = ...) -> None: ...
+    def get(self, key: str, default: Any = ...) -> Any: ...
+    def delete(self, key: str) -> Any: ...
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -36,7 +45,7 @@ def _key(scope: str, ident: str) -> str:
     return f"turnscope:rate:{scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}"
 
 
-def count(scope: str, ident: str, rate: str) -> int:
+def count(cache: Cache, scope: str, ident: str, rate: str) -> int:
     """Count one attempt of ``ident`` at ``scope``; returns the attempts in this window."""
     window = parse_rate(rate)[1]
     key = _key(scope, ident)
@@ -53,12 +62,12 @@ def count(scope: str, ident: str, rate: str) -> int:
         return 0
 
 
-def allow(scope: str, ident: str, rate: str) -> bool:
+def allow(cache: Cache, scope: str, ident: str, rate: str) -> bool:
     """Count one attempt; whether it is within ``rate``."""
-    return count(scope, ident, rate) <= parse_rate(rate)[0]
+    return count(cache, scope, ident, rate) <= parse_rate(rate)[0]
 
 
-def exceeded(scope: str, ident: str, rate: str) -> bool:
+def exceeded(cache: Cache, scope: str, ident: str, rate: str) -> bool:
     """Whether ``ident`` has used up ``rate`` at ``scope`` (counts nothing)."""
     try:
         seen = cache.get(_key(scope, ident)) or 0
@@ -68,7 +77,7 @@ def exceeded(scope: str, ident: str, rate: str) -> bool:
     return int(seen) >= parse_rate(rate)[0]
 
 
-def reset(scope: str, ident: str) -> None:
+def reset(cache: Cache, scope: str, ident: str) -> None:
     try:
         cache.delete(_key(scope, ident))
     except Exception:
