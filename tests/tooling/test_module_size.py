@@ -16,8 +16,6 @@ BEING_SPLIT = {
     "conversations/search.py",
     # `writes`: the store's business actions apart
     "conversations/store.py",
-    # `layers`: redaction moves to its own Django-free package
-    "conversations/redaction.py",
     # `providers`: provider wire code gathered per provider
     "providers/google/generate.py",
     "providers/openai/responses.py",
