@@ -1,5 +1,3 @@
-import importlib
-
 from django.apps import AppConfig
 
 
@@ -10,8 +8,5 @@ class ConversationsConfig(AppConfig):
     def ready(self) -> None:
         # Producers register their vocabulary values on import; load them all so the
         # registries are complete wherever Django runs.
+        import providers.registry  # noqa: F401  (every registered provider's adapters)
         import streams.run  # noqa: F401  (and the builder it runs)
-        from providers import ADAPTERS
-
-        for module in ADAPTERS.values():
-            importlib.import_module(module)

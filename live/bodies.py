@@ -31,7 +31,6 @@ from io import BytesIO
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-import orjson
 from daphne.http_protocol import WebRequest
 from django.conf import settings
 
@@ -74,10 +73,8 @@ def _answer(limit: int, target: bytes) -> bytes:
         if rest.startswith("t/"):
             rest = rest[2:].partition("/")[2]
         provider = rest.partition("/")[0]
-    if provider in ("anthropic", "openai", "google"):
-        body = errors.body(provider, 413, "request_too_large", message)
-    else:
-        body = orjson.dumps({"error": {"code": "request_too_large", "message": message}})
+    # A provider's own shape; any other prefix gets the common one (``errors.body``).
+    body = errors.body(provider, 413, "request_too_large", message)
     return (b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n"
             b"Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n" + body)

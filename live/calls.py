@@ -45,6 +45,7 @@ from conversations.models import Conversation, Event, Turn
 from guards import redaction
 from live import admission, services
 from live import runner as live_runner
+from providers import registry
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from streams import parts
 from streams.builder import EventBuilder
@@ -52,16 +53,13 @@ from upstream import client, errors
 
 log = logging.getLogger("turnscope.live")
 
-PROVIDERS = ("anthropic", "openai", "google")
-KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
-                 "google": "GEMINI_API_KEY"}
-LABELS = {"anthropic": "Anthropic", "openai": "OpenAI", "google": "Google Gemini"}
-# Offered in the composer; any model name the provider accepts may be sent.
-MODELS = {
-    "anthropic": ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"),
-    "openai": ("gpt-5-mini", "gpt-5", "gpt-4.1"),
-    "google": ("gemini-2.5-flash", "gemini-2.5-pro"),
-}
+PROVIDERS = registry.names()
+# What a provider's live calls need (its ``Provider``: ``providers/<p>/provider.py``): the
+# environment variable its key is read from, its name for a person, the models the composer
+# offers (any model name the provider accepts may be sent).
+KEY_VARIABLES = {p.name: p.key_variable for p in registry.providers()}
+LABELS = {p.name: p.label for p in registry.providers()}
+MODELS = {p.name: p.models for p in registry.providers()}
 # The agent id of a turn the recorded provider answered (the page labels it "recorded").
 RECORDED_AGENT = "turnscope-recorded"
 MAX_PROMPT = 100_000
@@ -214,9 +212,7 @@ class Route:
             return out
         key = "" if self.recorded else _key(self.provider)
         if key:
-            name, value = {"anthropic": ("x-api-key", key),
-                           "openai": ("authorization", f"Bearer {key}"),
-                           "google": ("x-goog-api-key", key)}[self.provider]
+            name, value = registry.get(self.provider).auth_header(key)
             out.append((name.encode(), value.encode("latin-1")))
         return out
 
@@ -257,8 +253,8 @@ def check_ask(ask: Ask) -> Route:
     """Refuse what cannot be sent (``CallError``), before anything is stored."""
     found = route(ask.provider)
     model = ask.model.strip()
-    # A Gemini model is a URL path segment; other hosts' names may hold a "/" (groq/compound).
-    refused = "/?#" if found.wire == "google" else "?#"
+    # Gemini's model is a URL path segment; other hosts' names may hold a "/" (groq/compound).
+    refused = registry.get(found.wire).model_refused
     if not model or len(model) > 200 or any(c.isspace() or c in refused for c in model):
         raise CallError("A model name is required (no spaces, at most 200 characters).")
     if len(ask.prompt) > MAX_PROMPT or "\x00" in ask.prompt:

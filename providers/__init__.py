@@ -1,6 +1,7 @@
 """Adapters: one package per provider, one module per wire format, all reading through
 ``providers.wire``. Adapters never touch Django models; they only translate wire frames into
-``streams.parts`` (what an adapter provides: ``providers.protocol``).
+``streams.parts`` (what an adapter provides: ``providers.protocol``; what a provider provides
+as a whole: ``providers.provider``; the providers there are: ``providers.registry``).
 
 Two ways in, one implementation under both:
 
@@ -11,36 +12,21 @@ Two ways in, one implementation under both:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
-from types import ModuleType
 
+from providers import registry
 from providers.protocol import ParserFactory, Response, WireContext
+from providers.provider import Provider
 from providers.wire import MalformedInput, Reader, Row, WireInput, read
 from streams.parts import Part
 
-ADAPTERS = {
-    "anthropic": "providers.anthropic",
-    "openai": "providers.openai",
-    "google": "providers.google",
-}
-
-_loaded: dict[str, ModuleType] = {}  # provider -> its imported adapter package
+# provider -> the package its adapters are (the producer of the vocabulary they register).
+ADAPTERS = {provider.name: provider.package for provider in registry.providers()}
 
 
-def adapter(provider: str) -> ModuleType:
-    """The adapter package of ``provider``; ``ValueError`` for a provider with none."""
-    module = _loaded.get(provider)
-    if module is not None:
-        return module  # import_module costs more than the parse of a short response
-    try:
-        name = ADAPTERS[provider]
-    except KeyError:
-        raise ValueError(
-            f"unknown provider {provider!r} (expected one of {', '.join(sorted(ADAPTERS))})"
-        ) from None
-    module = _loaded[provider] = importlib.import_module(name)
-    return module
+def adapter(provider: str) -> Provider:
+    """The registered ``provider``; ``ValueError`` for a provider with none."""
+    return registry.get(provider)
 
 
 def parse(provider: str, raw: bytes | str, context: WireContext | None = None) -> Iterator[Part]:

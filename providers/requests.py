@@ -41,10 +41,9 @@ downgrade to text.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import orjson
 
@@ -52,7 +51,6 @@ from providers.protocol import WireContext
 from streams.errors import MalformedInput
 
 __all__ = [
-    "REQUEST_MODULES",
     "PriorTurn",
     "ReplayError",
     "StoredPayload",
@@ -157,44 +155,20 @@ class UpstreamRequest:
         return WireContext(self.header("anthropic-version"), self.body, endpoint)
 
 
-class _Builder(Protocol):
-    def build_request(
-        self, history: Sequence[PriorTurn], turn: TurnRequest
-    ) -> UpstreamRequest: ...
-
-    def build_continuation(
-        self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
-    ) -> UpstreamRequest: ...
-
-
-REQUEST_MODULES = {
-    "anthropic": "providers.anthropic.request",
-    "openai": "providers.openai.request",
-    "google": "providers.google.request",
-}
-
-
-def _builder(provider: str) -> _Builder:
-    try:
-        name = REQUEST_MODULES[provider]
-    except KeyError:
-        raise ValueError(
-            f"unknown provider {provider!r} (expected one of {', '.join(sorted(REQUEST_MODULES))})"
-        ) from None
-    module: _Builder = importlib.import_module(name)
-    return module
-
-
 def build_request(history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
     """The native request of ``turn.provider`` for the agent turn after ``history``."""
-    return _builder(turn.provider).build_request(history, turn)
+    from providers import registry  # the provider packages' builders import this module
+
+    return registry.get(turn.provider).build_request(history, turn)
 
 
 def build_continuation(
     history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
 ) -> UpstreamRequest:
     """The request continuing ``paused`` (an agent turn that ended with ``pause_turn``)."""
-    return _builder(turn.provider).build_continuation(history, turn, paused)
+    from providers import registry
+
+    return registry.get(turn.provider).build_continuation(history, turn, paused)
 
 
 def portable_text(turn: PriorTurn) -> str:

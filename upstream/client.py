@@ -28,13 +28,10 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 import httpx
 from django.conf import settings
 
+from providers import registry
 from upstream import hosts
 
-PUBLIC_BASE_URLS = {
-    "anthropic": "https://api.anthropic.com",
-    "openai": "https://api.openai.com",
-    "google": "https://generativelanguage.googleapis.com",
-}
+PUBLIC_BASE_URLS = {provider.name: provider.api_url for provider in registry.providers()}
 PROVIDERS = tuple(PUBLIC_BASE_URLS)
 
 # httpx fills in these when a request does not set them; a forwarded request carries exactly

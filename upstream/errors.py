@@ -1,4 +1,5 @@
-"""Each provider's own error shape, both ways.
+"""Each provider's own error shape, both ways (the shapes are the providers' own:
+``Provider.error_body`` and ``error_code`` in ``providers/<p>/provider.py``).
 
 ``body`` builds the error a provider's SDK expects (so an app that gets a 401 from Turnscope's
 proxy sees the same kind of exception it would get from the provider), and ``read`` takes the
@@ -13,37 +14,17 @@ from typing import Any
 import orjson
 
 from guards.redaction import redact_text
-
-# Anthropic error ``type`` per status (docs: "Errors").
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-    500: "api_error", 502: "api_error", 503: "overloaded_error", 504: "api_error",
-    529: "overloaded_error",
-}
-# google.rpc.Code names Gemini puts in ``error.status``.
-_GOOGLE_STATUS = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-    413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNAVAILABLE",
-    503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
-}
+from providers import registry
+from providers.provider import error_code
 
 
 def body(provider: str, status: int, code: str, message: str) -> bytes:
     """The JSON error body ``provider`` sends with ``status``; ``code`` is Turnscope's name for
-    what went wrong (it goes where the provider puts a machine-readable code)."""
-    value: dict[str, Any]
-    if provider == "anthropic":
-        value = {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"),
-                                            "message": message}}
-    elif provider == "openai":
-        kind = "server_error" if status >= 500 else "invalid_request_error"
-        value = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    elif provider == "google":
-        value = {"error": {"code": status, "message": message,
-                           "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}}
-    else:
-        value = {"error": {"code": code, "message": message}}
+    what went wrong (it goes where the provider puts a machine-readable code). A service with
+    no shape of its own registered gets the common one."""
+    found = registry.find(provider)
+    value: dict[str, Any] = (found.error_body(status, code, message) if found is not None
+                             else {"error": {"code": code, "message": message}})
     return orjson.dumps(value)
 
 
@@ -60,15 +41,8 @@ def read(provider: str, status: int, raw: bytes) -> tuple[str, str]:
     code = message = ""
     if isinstance(error, dict):
         message = error.get("message") if isinstance(error.get("message"), str) else ""
-        if provider == "anthropic":
-            code = error.get("type") if isinstance(error.get("type"), str) else ""
-        elif provider == "google":
-            code = error.get("status") if isinstance(error.get("status"), str) else ""
-        else:
-            for key in ("code", "type"):
-                if isinstance(error.get(key), str) and error[key]:
-                    code = error[key]
-                    break
+        found = registry.find(provider)
+        code = found.error_code(error) if found is not None else error_code(error)
     elif isinstance(error, str):  # some gateways: {"error": "message"}
         message = error
     if not message:

@@ -1,0 +1,57 @@
+"""OpenAI (the Responses API and Chat Completions), as ``providers.provider.Provider`` names
+what a provider provides. The OpenAI-compatible services (xAI, Groq, DeepSeek, Azure, named
+upstreams) speak this provider's wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import providers.openai as package
+from providers import provider as base
+from providers.openai import FORMATS, PROVIDER, decode, parser, request
+from providers.protocol import ResponseParser, WireContext, parse_rows
+from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
+from providers.wire import Row, WireInput, WireKind
+from streams.parts import Part
+
+
+class OpenAI:
+    name = PROVIDER
+    label = "OpenAI"
+    package = package.__name__
+    formats: tuple[str, ...] = FORMATS
+    api_url = "https://api.openai.com"  # its public API (``TURNSCOPE_UPSTREAM_*`` overrides it)
+    key_variable = "OPENAI_API_KEY"
+    models: tuple[str, ...] = ("gpt-5-mini", "gpt-5", "gpt-4.1")
+    model_refused = "?#"
+
+    def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
+        return parser(context, kind, first)
+
+    def parse(self, wire: WireInput, context: WireContext) -> Iterator[Part]:
+        return parse_rows(parser, wire, context)
+
+    def decode(self, value: Any, format: str) -> None:
+        decode(value, format)
+
+    def build_request(self, history: Sequence[PriorTurn], turn: TurnRequest) -> UpstreamRequest:
+        return request.build_request(history, turn)
+
+    def build_continuation(
+        self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
+    ) -> UpstreamRequest:
+        return request.build_continuation(history, turn, paused)
+
+    def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+    def error_code(self, error: dict[str, Any]) -> str:
+        return base.error_code(error)
+
+    def auth_header(self, key: str) -> tuple[str, str]:
+        return ("authorization", f"Bearer {key}")
+
+
+OPENAI = OpenAI()
