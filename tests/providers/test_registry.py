@@ -85,7 +85,7 @@ def test_the_scan_finds_a_literal() -> None:
 def test_every_provider_is_registered_once_with_its_package() -> None:
     names = registry.names()
     assert names == ("anthropic", "openai", "google")
-    assert providers.ADAPTERS == {n: f"providers.{n}" for n in names}
+    assert {n: f"providers.{n}" for n in names} == providers.ADAPTERS
     for provider in registry.providers():
         assert registry.get(provider.name) is provider
         assert provider.package == f"providers.{provider.name}"
