@@ -10,11 +10,12 @@ from django.db import migrations
 
 def add_reader_domains(apps, schema_editor):
     from conversations import search
+    from conversations.search.index import _Sql
 
     connection = schema_editor.connection
     rows = search.domain_facet_rows(connection)
     with connection.cursor() as cursor:
-        cursor.executemany(search._Sql.of(connection).facet, rows)
+        cursor.executemany(_Sql.of(connection).facet, rows)
     search.recount_domain_facets(connection)
 
 

@@ -298,7 +298,7 @@ def test_a_write_s_docs_and_sources_go_in_as_few_statements_as_hold_them(alice, 
 
     inserts = write("first message")
     assert len(inserts) == 2 and not any("times" in sql for sql in inserts)  # one per table
-    monkeypatch.setattr(search, "_PARAMS_PER_STATEMENT", 7)  # two docs (3 params) a statement
+    monkeypatch.setattr(search.index, "_PARAMS_PER_STATEMENT", 7)  # two docs (3 params) a statement
     assert len(write("second message")) > 2
     for word in ["first message", "second message", "Source number 4", "site3.example"]:
         assert set(conversation_rows(alice, query=word).values_list("pk", flat=True)) == {

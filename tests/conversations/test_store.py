@@ -68,8 +68,8 @@ def live_turn_steps(conversation: Conversation) -> list[tuple[Turn, list]]:
 
 def test_the_writers_columns_are_the_models_columns():
     """The INSERTs list every column of each model the store writes, and nothing else: a field
-    added to a model without its place in store.COLUMNS (and in _Rows) fails here, not at run
-    time."""
+    added to a model without its place in store.COLUMNS (and in store_rows.Rows) fails here,
+    not at run time."""
     written = {Conversation, Turn, Event, Attribution, ProviderPayload}
     assert set(store.COLUMNS) == written
     for model, columns in store.COLUMNS.items():
