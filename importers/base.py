@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 import orjson
 
-from importers.jsonstream import array_elements
+from importers.jsonstream import Readable, array_elements
 from providers import WireContext
 from streams import parts
 from streams.errors import MalformedInput
@@ -130,7 +130,7 @@ Item = ImportedConversation | ExportDocument | Problem
 # -- helpers the importers share ------------------------------------------------------------------
 
 
-def exported_conversations(stream: BinaryIO, source: str,
+def exported_conversations(stream: Readable, source: str,
                            convert: Callable[[Any, str, int], Item]) -> Iterator[Item]:
     """Every conversation of a chat app's export (one top-level array), streamed: each element
     through ``convert(element, source, line)``; an element that is not JSON is a ``Problem``

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
@@ -46,6 +46,7 @@ from importers.base import (
     text_of,
     timestamp,
 )
+from importers.jsonstream import Readable
 from streams import parts
 from streams.registries import ACTIVITY_NAMES, END_REASONS
 
@@ -66,7 +67,7 @@ _RESULT_LINE = re.compile(r"^#\s*【(\d+)†([^†】]*)(?:†([^】]*))?】", r
 SUMMARY_LIMIT = 200
 
 
-def read(stream: BinaryIO, source: str) -> Iterator[Item]:
+def read(stream: Readable, source: str) -> Iterator[Item]:
     """Every conversation of an export, streamed: one element of the array at a time."""
     return exported_conversations(stream, source, convert)
 
@@ -88,6 +89,7 @@ def convert(obj: Any, source: str, line: int | None = None) -> ImportedConversat
     tree = _Tree(mapping)
     notes: list[str] = []
     current = obj.get("current_node")
+    main_leaf: str | None
     if isinstance(current, str) and current in tree.nodes:
         main_leaf = current
     else:
@@ -338,7 +340,7 @@ class _Agent:
         return text_of(_dict(message.get("metadata")).get("model_slug"), 200)
 
     def _last_assistant(self) -> dict[str, Any] | None:
-        for message in reversed(self.messages):
+        for message in self.messages[::-1]:
             if _role(message) == "assistant":
                 return message
         return None

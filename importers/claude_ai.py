@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
@@ -40,6 +40,7 @@ from importers.base import (
     text_of,
     timestamp,
 )
+from importers.jsonstream import Readable
 from streams import parts
 from streams.registries import ACTIVITY_NAMES, END_REASONS
 
@@ -67,7 +68,7 @@ LANGUAGES = {
 SUMMARY_LIMIT = 200
 
 
-def read(stream: BinaryIO, source: str) -> Iterator[Item]:
+def read(stream: Readable, source: str) -> Iterator[Item]:
     """Every conversation of an export, streamed: one element of the array at a time."""
     return exported_conversations(stream, source, convert)
 
@@ -152,7 +153,7 @@ def _threads(messages: list[dict[str, Any]], current: str
 
 def _turns(messages: list[dict[str, Any]], source: str, model: str
            ) -> list[tuple[str, ImportedTurn]]:
-    out = []
+    out: list[tuple[str, ImportedTurn]] = []
     for message in messages:
         uuid = text_of(message.get("uuid")) or f"m{len(out)}"
         sender = text_of(message.get("sender"))
@@ -164,9 +165,9 @@ def _turns(messages: list[dict[str, Any]], source: str, model: str
                 out.append((uuid, ImportedTurn("user", [PartsResponse(name, turn_parts)],
                                                created)))
         elif sender == "assistant":
-            turn_parts = _agent_parts(uuid, message, model)
-            if turn_parts:
-                out.append((uuid, ImportedTurn("agent", [PartsResponse(name, turn_parts)],
+            agent_parts = _agent_parts(uuid, message, model)
+            if agent_parts:
+                out.append((uuid, ImportedTurn("agent", [PartsResponse(name, agent_parts)],
                                                created)))
     return out
 
@@ -309,7 +310,9 @@ def _blocks(uuid: str, blocks: list[Any], out: list[parts.Part]) -> bool:
                             parts.BlockEnd(key)))
         elif kind == "tool_use":
             tool = text_of(block.get("name"))
-            tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+            tool_input = block.get("input")
+            if not isinstance(tool_input, dict):
+                tool_input = {}
             shown = True
             if tool == "artifacts":
                 body = artifact_markdown(
@@ -362,7 +365,9 @@ def _blocks(uuid: str, blocks: list[Any], out: list[parts.Part]) -> bool:
 def _citation(key: str, cite: Any, titles: dict[str, str]) -> parts.Citation | None:
     if not isinstance(cite, dict):
         return None
-    details = cite.get("details") if isinstance(cite.get("details"), dict) else {}
+    details = cite.get("details")
+    if not isinstance(details, dict):
+        details = {}
     url = text_of(details.get("url")) or text_of(cite.get("url"))
     if not url:
         return None

@@ -24,7 +24,7 @@ import orjson
 import providers
 from importers import chatgpt, claude_ai, recording, vcr
 from importers.base import ExportDocument, Item, Problem
-from importers.jsonstream import array_elements
+from importers.jsonstream import Readable, array_elements
 from streams.errors import MalformedInput
 
 FORMATS = {
@@ -111,6 +111,7 @@ def _one(name: str, stream: BinaryIO, format: str,
     if not head.strip():
         yield Problem(name, "the file is empty", 1)
         return
+    found: str | None
     if format in providers.ADAPTERS:
         found = format
     elif format == "auto":
@@ -167,7 +168,7 @@ def _one(name: str, stream: BinaryIO, format: str,
         yield from _export(name, stream, found)
 
 
-def _export(name: str, stream: BinaryIO, format: str) -> Iterator[Item]:
+def _export(name: str, stream: Readable, format: str) -> Iterator[Item]:
     reader = chatgpt.read if format == "chatgpt" else claude_ai.read
     try:
         yield from reader(stream, name)
@@ -175,7 +176,7 @@ def _export(name: str, stream: BinaryIO, format: str) -> Iterator[Item]:
         yield Problem.of(exc, name)
 
 
-def _array_kind(stream: BinaryIO, name: str) -> str | None:
+def _array_kind(stream: Readable, name: str) -> str | None:
     try:
         for raw, _ in array_elements(stream, source=name):
             first = orjson.loads(raw)
@@ -240,7 +241,7 @@ class _Limited:
     """A zip member stream that refuses to yield more than its declared size (a zip whose
     directory understates a member is a bomb, not an export)."""
 
-    def __init__(self, stream: BinaryIO, limit: int) -> None:
+    def __init__(self, stream: Readable, limit: int) -> None:
         self.stream = stream
         self.left = limit
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Protocol
 
 from streams.errors import MalformedInput
 
@@ -30,10 +30,16 @@ _OPEN = frozenset(b"[{")
 _QUOTE = 0x22
 
 
+class Readable(Protocol):
+    """What the readers need of a file: bytes on ``read`` (an upload, a zip member)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class _Buffer:
     """A growing window on the stream, with the line number of every position in it."""
 
-    def __init__(self, stream: BinaryIO, source: str, chunk: int) -> None:
+    def __init__(self, stream: Readable, source: str, chunk: int) -> None:
         self.stream = stream
         self.source = source
         self.chunk = chunk
@@ -79,7 +85,7 @@ class _Buffer:
 
 
 def array_elements(
-    stream: BinaryIO, *, source: str = "", chunk: int = CHUNK, max_element: int = MAX_ELEMENT
+    stream: Readable, *, source: str = "", chunk: int = CHUNK, max_element: int = MAX_ELEMENT
 ) -> Iterator[tuple[bytearray, int]]:
     """Yield ``(element bytes, line where it starts)`` for each element of the array."""
     buf = _Buffer(stream, source, chunk)

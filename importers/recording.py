@@ -120,7 +120,9 @@ def continues(provider: str, previous: bytes, raw: bytes) -> bool:
 
 def _ending(provider: str, raw: bytes) -> tuple[str, set[str]]:
     """How a response ended, and the hosted calls it left open."""
-    reason, started, ended = "", set(), set()
+    reason = ""
+    started: set[str] = set()
+    ended: set[str] = set()
     for part in providers.parse(provider, raw):
         if isinstance(part, parts.ResponseEnd):
             reason = part.end_reason

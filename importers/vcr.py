@@ -36,6 +36,7 @@ from importers.base import (
     Item,
     Problem,
     WireResponse,
+    text_of,
     user_turn,
 )
 from importers.recording import provider_of
@@ -98,16 +99,19 @@ def read(raw: bytes, source: str) -> Iterator[Item]:
         texts, continues = _user_texts(provider, request)
         name = f"{source} {where}"
         response = WireResponse(name, provider, raw_response, context)
-        thread = threads[-1] if threads else None
+        # The thread this call may go on: the last one, if it is with the same provider.
+        same = threads[-1] if threads and threads[-1].provider == provider else None
         previous_id = request.get("previous_response_id") if provider == "openai" else None
-        same = thread is not None and thread.provider == provider
-        linked = same and isinstance(previous_id, str) and previous_id in thread.response_ids
-        if same and continues and (linked or texts == thread.history):
+        linked = (same is not None and isinstance(previous_id, str)
+                  and previous_id in same.response_ids)
+        if same is not None and continues and (linked or texts == same.history):
             # Tool results or a paused message sent back: the same agent turn goes on.
+            thread = same
             agent = thread.conversation.turns[-1]
             agent.responses = [*agent.responses, response]
-        elif linked or (same and thread.history and len(texts) > len(thread.history)
-                        and texts[:len(thread.history)] == thread.history):
+        elif same is not None and (linked or (same.history and len(texts) > len(same.history)
+                                              and texts[:len(same.history)] == same.history)):
+            thread = same
             thread.conversation.turns += _turns(name, texts, response)
             # With previous_response_id the request holds only what is new.
             thread.history = thread.history + texts if linked else texts
@@ -134,7 +138,7 @@ def _turns(name: str, texts: list[str], response: WireResponse) -> list[Imported
     return [*turns, ImportedTurn("agent", [response])]
 
 
-def _interactions(raw: bytes, source: str) -> list[tuple[dict[str, Any], int]]:
+def _interactions(raw: bytes, source: str) -> list[tuple[dict[str, Any], int | None]]:
     """The interactions with the line each starts on."""
     stripped = raw.lstrip()
     if stripped[:1] == b"{":  # vcrpy's JSON serializer
@@ -219,7 +223,7 @@ def _call(interaction: dict[str, Any], source: str, where: str
     response = interaction.get("response")
     if not isinstance(request, dict) or not isinstance(response, dict):
         raise ValueError("an interaction needs a request and a response")
-    uri = request.get("uri") if isinstance(request.get("uri"), str) else ""
+    uri = text_of(request.get("uri"))
     parts = urlsplit(uri)
     host = (parts.hostname or "").lower()
     provider = next((p for p, hosts in HOSTS

@@ -40,7 +40,7 @@ def read(provider: str, status: int, raw: bytes) -> tuple[str, str]:
     error = value.get("error") if isinstance(value, dict) else None
     code = message = ""
     if isinstance(error, dict):
-        message = error.get("message") if isinstance(error.get("message"), str) else ""
+        message = _string(error.get("message"))
         found = registry.find(provider)
         code = found.error_code(error) if found is not None else error_code(error)
     elif isinstance(error, str):  # some gateways: {"error": "message"}
@@ -48,3 +48,7 @@ def read(provider: str, status: int, raw: bytes) -> tuple[str, str]:
     if not message:
         message = raw[:300].decode("utf-8", "replace").strip()
     return redact_text(code or f"http_{status}")[:200], redact_text(message)[:2000]
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""

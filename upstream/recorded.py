@@ -166,10 +166,10 @@ def by_provider(catalog: dict[str, list[Reply]]) -> Callable[[Request], Reply]:
     turns = {name: 0 for name in catalog}
 
     def respond(request: Request) -> Reply:
-        name = provider_of(request.path)
-        replies = catalog.get(name or "")
+        name = provider_of(request.path) or ""
+        replies = catalog.get(name)
         if not replies:
-            return error_reply(name or "", 404, "not_found", f"no recording for {request.path}")
+            return error_reply(name, 404, "not_found", f"no recording for {request.path}")
         n = turns[name]
         turns[name] = n + 1
         return replies[n % len(replies)]

@@ -212,7 +212,7 @@ def _activities(events: list[dict[str, Any]]) -> list[_Activity]:
     return list(groups.values())
 
 
-def build_ledger(turn: dict[str, Any], registry: SourceRegistry | None = None) -> Ledger:
+def build_ledger(turn: object, registry: SourceRegistry | None = None) -> Ledger:
     """The ledger of one portable turn. ``registry``: the turn's ``number_sources`` result,
     when the caller has it already. Pure and deterministic."""
     if not isinstance(turn, dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .sources import attribution_range, citation_order
+from .sources import attribution_range, citation_order, event_text
 
 
 def event_id(event: dict[str, Any], position: int) -> str:
@@ -34,7 +34,7 @@ def merge_run(run: list[dict[str, Any]]) -> dict[str, Any]:
     attributions: list[dict[str, Any]] = []
     offset = 0
     for event in run:
-        text = event.get("text") if isinstance(event.get("text"), str) else ""
+        text = event_text(event)
         for attribution in citation_order(event):
             rng = attribution_range(attribution, len(text))
             start, end = rng if rng else (0, len(text))

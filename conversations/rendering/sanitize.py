@@ -18,11 +18,15 @@ import html
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
-from bleach.html5lib_shim import Filter
+
+if TYPE_CHECKING:  # the stubs type bleach's vendored html5lib as html5lib itself
+    from html5lib.filters.base import Filter
+else:
+    from bleach.html5lib_shim import Filter
 
 from .markup import HIGHLIGHT_CLASSES, MATHML_ATTRIBUTES, MATHML_TAGS, MATHML_VALUE
 from .urls import ALLOWED_SCHEMES, browser_url, is_allowed_url
@@ -182,7 +186,7 @@ def clean_html(fragment: str) -> str:
     """Sanitize renderer output (markdown HTML with citation spans/markers). Idempotent."""
     if not fragment:
         return ""
-    cleaner = getattr(_local, "cleaner", None)
+    cleaner: bleach.Cleaner | None = getattr(_local, "cleaner", None)
     if cleaner is None:
         cleaner = _local.cleaner = _markdown_cleaner()
     return cleaner.clean(fragment)

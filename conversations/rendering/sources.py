@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote, urlsplit
 
 from streams.bodies import ActivityBody
@@ -126,6 +126,16 @@ class SourceRegistry:
         return entry.number if entry else None
 
 
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """An event's text; "" when it has none."""
+    text = event.get("text")
+    return text if isinstance(text, str) else ""
+
+
 def _field(mapping: object, name: str) -> Any:
     return mapping.get(name) if isinstance(mapping, dict) else None
 
@@ -162,7 +172,7 @@ def attribution_range(attribution: dict[str, Any], length: int) -> tuple[int, in
     if not isinstance(rng, dict):
         return None
     start, end = rng.get("start"), rng.get("end")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+    if not (_is_int(start) and _is_int(end)):
         return None
     if not 0 <= start <= end <= length:
         return None
@@ -188,8 +198,7 @@ def citation_order(event: dict[str, Any]) -> list[dict[str, Any]]:
     attributions = event.get("attributions")
     if not isinstance(attributions, list):
         return []
-    text = event.get("text") if isinstance(event.get("text"), str) else ""
-    length = len(text)
+    length = len(event_text(event))
     keyed = []
     for index, attribution in enumerate(attributions):
         if not isinstance(attribution, dict):

@@ -62,6 +62,10 @@ def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _seq(event: dict[str, Any]) -> int | None:
     seq = event.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
@@ -127,7 +131,7 @@ class _ActivityGroup:
     inputs: dict[str, Any] | None = None
     summary: str = ""
     error_code: str = ""
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[Mapping[str, Any]] = field(default_factory=list)
     output: dict[str, Any] = field(default_factory=dict)  # every transition's, merged
 
 
@@ -210,7 +214,7 @@ def _tool_arguments(value: object) -> str:
     return clean_block_text(text, limit=20_000)
 
 
-def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = None, *,
+def render_turn(turn: object, cached_html: Mapping[str, str] | None = None, *,
                 messages_html: bool = True, ledger: bool = True) -> RenderedTurn:
     """Render one turn. Consecutive message events render as one run (see ``merge_run``).
     ``cached_html`` maps a run's key (``run_key``) -> HTML produced earlier by the same
@@ -345,8 +349,8 @@ def render_turn(turn: dict[str, Any], cached_html: Mapping[str, str] | None = No
         else item
         for item in items
     ))
-    agent = turn.get("agent") if isinstance(turn.get("agent"), dict) else {}
-    model = agent.get("model") if isinstance(agent.get("model"), dict) else {}
+    agent = _dict(turn.get("agent"))
+    model = _dict(agent.get("model"))
     index = turn.get("index")
     return RenderedTurn(
         turn_id=turn_id,

@@ -4,9 +4,9 @@ an offset map); see the package's docstring for what is matched and why."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AnyStr, Generic, overload
 
 import orjson
 import re2
@@ -89,15 +89,19 @@ _RULES = (
 )
 
 
-class _Compiled:
-    def __init__(self, rule: _Rule, as_bytes: bool) -> None:
-        self.rule = rule
-        encode = (lambda x: x.encode()) if as_bytes else (lambda x: x)
-        self.regex = re.compile(encode(rule.pattern))
-        self.triggers = tuple(encode(t) for t in rule.triggers)
-        self.mark = encode(MARK)
+class _Compiled(Generic[AnyStr]):
+    """A rule compiled for text (``str``) or wire bytes: its pattern, triggers and marker in
+    that type."""
 
-    def applies(self, value: Any, folded: Callable[[], Any], seen: dict[Any, bool]) -> bool:
+    def __init__(self, rule: _Rule, pattern: AnyStr, triggers: tuple[AnyStr, ...],
+                 mark: AnyStr) -> None:
+        self.rule = rule
+        self.regex: re.Pattern[AnyStr] = re.compile(pattern)
+        self.triggers: tuple[AnyStr, ...] = triggers
+        self.mark: AnyStr = mark
+
+    def applies(self, value: AnyStr, folded: Callable[[], AnyStr],
+                seen: dict[tuple[AnyStr, ...], bool]) -> bool:
         if not self.triggers:
             return True
         if self.triggers not in seen:  # rules sharing triggers scan for them once
@@ -105,21 +109,20 @@ class _Compiled:
             seen[self.triggers] = any(t in haystack for t in self.triggers)
         return seen[self.triggers]
 
-    def start(self, match: re.Match) -> int:
+    def start(self, match: re.Match[AnyStr]) -> int:
         """Where the secret itself starts (after a kept prefix)."""
         return match.start(1) + len(match.group(1)) if self.rule.keep else match.start()
 
-    def is_secret(self, match: re.Match) -> bool:
+    def is_secret(self, match: re.Match[AnyStr]) -> bool:
         if not self.rule.boundary or match.start() == 0:
             return True
-        before = match.string[match.start() - 1]
-        before = before if isinstance(before, int) else ord(before)
-        return before not in _TOKEN_CHARS
+        before: int | str = match.string[match.start() - 1]  # bytes index to an int
+        return (before if isinstance(before, int) else ord(before)) not in _TOKEN_CHARS
 
-    def sub(self, value: Any) -> tuple[Any, list[tuple[int, int]]]:
+    def sub(self, value: AnyStr) -> tuple[AnyStr, list[tuple[int, int]]]:
         """Replace every secret; also return the replaced spans (in ``value`` coordinates)."""
         spans: list[tuple[int, int]] = []
-        pieces = []
+        pieces: list[AnyStr] = []
         last = 0
         for match in self.regex.finditer(value):
             if not self.is_secret(match):
@@ -134,8 +137,11 @@ class _Compiled:
         return value[:0].join(pieces), spans
 
 
-TEXT_RULES = [_Compiled(rule, as_bytes=False) for rule in _RULES]
-BYTES_RULES = [_Compiled(rule, as_bytes=True) for rule in _RULES]
+TEXT_RULES = [_Compiled(rule, rule.pattern, rule.triggers, MARK) for rule in _RULES]
+BYTES_RULES = [
+    _Compiled(rule, rule.pattern.encode(), tuple(t.encode() for t in rule.triggers), MARK.encode())
+    for rule in _RULES
+]
 
 
 def _trigger_pattern() -> str:
@@ -173,18 +179,19 @@ def may_hold_secret(value: str | bytes) -> bool:
     return (_TRIGGERS_BYTES if isinstance(value, bytes) else _TRIGGERS).search(value) is not None
 
 
-def _apply(value: Any, rules: list[_Compiled]) -> tuple[Any, list[list[tuple[int, int]]]]:
-    layers = []
+def _apply(value: AnyStr, rules: Sequence[_Compiled[AnyStr]]
+           ) -> tuple[AnyStr, list[list[tuple[int, int]]]]:
+    layers: list[list[tuple[int, int]]] = []
     if not value or not may_hold_secret(value):
         return value, layers
-    lowered: list[Any] = []  # value.lower(), made once and only if a case-folding rule asks
+    lowered: list[AnyStr] = []  # value.lower(), made once and only if a case-folding rule asks
 
-    def folded() -> Any:
+    def folded() -> AnyStr:
         if not lowered:
             lowered.append(value.lower())
         return lowered[0]
 
-    seen: dict[Any, bool] = {}
+    seen: dict[tuple[AnyStr, ...], bool] = {}
     for rule in rules:
         if rule.applies(value, folded, seen):
             value, spans = rule.sub(value)
@@ -200,8 +207,13 @@ def redact_text(text: str) -> str:
     return _apply(text, TEXT_RULES)[0]
 
 
-def redact_bytes(raw: bytes) -> bytes:
-    """The same for raw wire bytes (SSE, JSON lines, a JSON body), before anything parses them."""
+@overload
+def redact_bytes(raw: bytes) -> bytes: ...
+@overload
+def redact_bytes(raw: str) -> str: ...
+def redact_bytes(raw: bytes | str) -> bytes | str:
+    """The same for raw wire bytes (SSE, JSON lines, a JSON body), before anything parses them
+    (a text given instead is redacted as text)."""
     if isinstance(raw, str):
         return redact_text(raw)
     return _apply(raw, BYTES_RULES)[0]
@@ -229,6 +241,7 @@ def redact_value(value: Any) -> Any:
         blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # not JSON-like (or nested deeper than orjson encodes): walk it
         check_depth(value)  # the walk recurses: refuse input that would exhaust it
+        out: dict[Any, Any] | list[Any] | tuple[Any, ...]
         if isinstance(value, dict):
             out = {redact_value(k): redact_value(v) for k, v in value.items()}
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -101,12 +101,17 @@ _CLEAN_WIRE: dict[bytes, None] = {}
 _CLEAN_WIRE_MAX = 4096
 
 
-def redact_wire(raw: bytes) -> bytes:
+@overload
+def redact_wire(raw: bytes) -> bytes: ...
+@overload
+def redact_wire(raw: str) -> str: ...
+def redact_wire(raw: bytes | str) -> bytes | str:
     """Recorded wire bytes (SSE, JSON lines, a JSON document) with every credential redacted,
     including one split across stream events: the strings at the same place in successive
     events (a block's text deltas, a tool's input deltas) are read joined, and each piece of a
     secret is cut out of the event that carries it (the first piece becomes ``[REDACTED]``).
-    Only the events that change are re-encoded; the result stays valid SSE / JSON."""
+    Only the events that change are re-encoded; the result stays valid SSE / JSON. (A text given
+    instead is redacted as its UTF-8 bytes.)"""
     if isinstance(raw, str):
         return redact_wire(raw.encode()).decode()
     digest = hashlib.blake2b(raw, digest_size=16).digest()
@@ -171,6 +176,6 @@ def _redact_wire(raw: bytes) -> bytes:
     if whole is not None:
         return redact_bytes(orjson.dumps(whole))
     for i in changed:
-        n, prefix, end, data = frames[i]
-        lines[n] = prefix + orjson.dumps(data) + end
+        n, prefix, line_end, data = frames[i]
+        lines[n] = prefix + orjson.dumps(data) + line_end
     return redact_bytes(b"".join(lines))

@@ -27,7 +27,13 @@ from ..items import (
 from ..markdown import MAX_MARKDOWN_CHARS, prepare_text, remap
 from ..markdown.prepare import escaped
 from ..runs import event_id, merge_run
-from ..sources import attribution_range, citation_order, number_sources, seq_order
+from ..sources import (
+    attribution_range,
+    citation_order,
+    event_text,
+    number_sources,
+    seq_order,
+)
 from ..text import clean_text
 from ..turn import render_turn
 from .document import activity_line, document_turns, labelled_summary, role_label, shows_tools
@@ -70,8 +76,8 @@ def _markdown_message(text: str, refs: list[tuple[int, str]]) -> str:
         if label not in bucket:
             bucket.append(label)
     out = safe
-    for (at, own_line), labels in sorted(inserts.items(), reverse=True):
-        refs_text = "".join(f"[^{label}]" for label in labels)
+    for (at, own_line), placed in sorted(inserts.items(), reverse=True):
+        refs_text = "".join(f"[^{label}]" for label in placed)
         if not own_line and at > 0 and out[at - 1] == "!" and not escaped(out, at - 1):
             # "![^1]" would read as an image: the "!" is escaped (it shows the same).
             out = out[: at - 1] + "\\!" + refs_text + out[at:]
@@ -182,7 +188,7 @@ def markdown_turn(turn: dict[str, Any], position: int) -> str:
         if isinstance(item, MessageItem):
             run = [events[i] for i in item.event_ids or (item.event_id,) if i in events]
             event = merge_run(run) if run else {}
-            text = event.get("text") if isinstance(event.get("text"), str) else ""
+            text = event_text(event)
             refs = []
             for attribution in citation_order(event):
                 number = registry.number_for(attribution.get("source"))

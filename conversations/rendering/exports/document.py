@@ -12,9 +12,9 @@ def document_turns(doc: object) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The conversation object and the turn objects of an export document (others ignored)."""
     if not isinstance(doc, dict):
         return {}, []
-    conversation = doc.get("conversation") if isinstance(doc.get("conversation"), dict) else {}
-    turns = doc.get("turns") if isinstance(doc.get("turns"), list) else []
-    return conversation, [t for t in turns if isinstance(t, dict)]
+    conversation, turns = doc.get("conversation"), doc.get("turns")
+    return (conversation if isinstance(conversation, dict) else {},
+            [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else [])
 
 
 def role_label(turn: RenderedTurn) -> str:

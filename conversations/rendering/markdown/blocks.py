@@ -36,7 +36,9 @@ def _move_sentinels_after_marker(token: Token) -> None:
         return
     for holder in (first, token):
         text = holder.content
-        kept, moved, i, seen = [], [], 0, 0
+        kept: list[str] = []
+        moved: list[str] = []
+        i = seen = 0
         while i < len(text) and seen < 4:
             (moved if is_sentinel(text[i]) else kept).append(text[i])
             seen += not is_sentinel(text[i])

@@ -50,9 +50,9 @@ def _lexer(language: str) -> Lexer | None:
 
 
 def _short_class(ttype: _TokenType) -> str:
-    while ttype not in STANDARD_TYPES:
+    while ttype not in STANDARD_TYPES and ttype.parent is not None:
         ttype = ttype.parent
-    name = STANDARD_TYPES[ttype]
+    name = STANDARD_TYPES.get(ttype, "")  # the root (Token) is a standard type
     return CLASS_PREFIX + name if name and name != "w" else ""
 
 
@@ -137,7 +137,8 @@ def _code_rule(name: str) -> Any:
              env: Any) -> str:
         token = tokens[idx]
         meta = token.meta or {}
-        pieces = meta.get("cite_pieces") or ((token.content, frozenset()),)
+        pieces: Pieces = (
+            meta.get("cite_pieces") or ((token.content, frozenset()),))
         language = fence_language(token) if name == "fence" else ""
         highlighted = language  # over the page's highlighting budget: named, not highlighted
         if language and isinstance(env, dict):

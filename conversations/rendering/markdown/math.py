@@ -136,7 +136,7 @@ def _render_rule(
                     f'{meta.get("cite_markers", "")}</div>\n')  # fmt: skip
         return f"{meta['cite_open']}{body}</span>"
     if meta.get("cite_markers") and token.type in MATH_BLOCK_TOKENS:
-        return body[: -len("</div>\n")] + meta["cite_markers"] + "</div>\n"
+        return body[: -len("</div>\n")] + str(meta["cite_markers"]) + "</div>\n"
     return body
 
 

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.rules_inline import emphasis, strikethrough
 
 from .boundaries import insert_sentinels
@@ -52,13 +53,16 @@ def cite_plugin(md: MarkdownIt) -> None:
     md.inline.ruler.at("strikethrough", sentinel_transparent(strikethrough.tokenize, _always))
     md.inline.ruler.at("backticks", backticks)
     md.core.ruler.push("cite_spans", place_spans)
+    renderer = md.renderer
+    if not isinstance(renderer, RendererHTML):  # the rules wrapped are the HTML renderer's
+        raise TypeError(f"cite_plugin renders HTML, not with {type(renderer).__name__}")
     for name in ("fence", "code_block"):
-        md.add_render_rule(name, code_render_rule(name, md.renderer.rules[name]))
+        md.add_render_rule(name, code_render_rule(name, renderer.rules[name]))
     # Not rules: markdown-it's documented hooks for link handling, wrapped (the link policy
     # set before stays in force).
     normalize, validate = link_hooks(md.normalizeLink, md.validateLink)
-    md.normalizeLink = normalize  # type: ignore[method-assign]
-    md.validateLink = validate  # type: ignore[method-assign]
+    md.normalizeLink = normalize  # type: ignore[method-assign,assignment]
+    md.validateLink = validate  # type: ignore[method-assign,assignment]
 
 
 def cite_env(text: str, cites: Sequence[Cite], anchor_prefix: str = "") -> dict[str, Any]:

@@ -45,7 +45,7 @@ def _capped_html(text: str, cites: Sequence[Cite], anchor_prefix: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def render_markdown(text: str, cites: Sequence[Cite] = (), *, anchor_prefix: str = "") -> str:
+def render_markdown(text: object, cites: Sequence[Cite] = (), *, anchor_prefix: str = "") -> str:
     """Markdown to sanitized HTML, with ``cites`` marked as spans + markers.
 
     Ranges in ``cites`` are code-point offsets into ``text`` (invalid ones are the caller's

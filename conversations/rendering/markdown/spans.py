@@ -270,10 +270,10 @@ def place_spans(state: StateCore) -> None:
         elif token.type in MATH_BLOCK_TOKENS and (expected or plan.key):
             _math_block(token, plan, expected or [])
     if plan.trailer:
-        markers = [m for sid in plan.trailer for m in plan.apply(sid)]
-        if markers:
+        trailer = [m for sid in plan.trailer for m in plan.apply(sid)]
+        if trailer:
             paragraph = Token("paragraph_open", "p", 1, block=True)
-            inline = Token("inline", "", 0, children=[_html_token(m) for m in markers])
+            inline = Token("inline", "", 0, children=[_html_token(m) for m in trailer])
             state.tokens.extend([paragraph, inline, Token("paragraph_close", "p", -1, block=True)])
 
 
