@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
-from api import live_turns, views
+from api import live_turns, sources, views
 
 urlpatterns = [
     path("capabilities", views.CapabilitiesView.as_view(), name="api-capabilities"),
@@ -34,6 +34,8 @@ urlpatterns = [
     path("conversations/<uuid:id>/shares", views.ConversationSharesView.as_view(),
          name="api-conversation-shares"),
     path("shares", views.ShareListView.as_view(), name="api-share-list"),
+    path("sources", sources.SourcesView.as_view(), name="api-sources"),
+    path("sources/models", sources.SourceModelsView.as_view(), name="api-source-models"),
     path("shares/<str:token>", views.ShareDetailView.as_view(), name="api-share-detail"),
     # The OpenAPI schema and its docs UI (Swagger UI from drf-spectacular-sidecar, no CDN; the
     # split view serves its init script as a separate file, so the strict CSP holds).

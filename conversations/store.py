@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
-from conversations import search
+from conversations import search, source_index
 from conversations.ids import uuid7
 from conversations.models import Attribution, Conversation, Event, Turn, dumps
 from conversations.store_rows import (
@@ -176,6 +176,7 @@ def set_provenance(turn: Turn, provider: str, model: str) -> None:
             pending = search.Pending()
             pending.provenance(provider, model)
             search.write(cursor, connection, tables.uuid(turn.conversation_id), pending)
+            source_index.provenance(cursor, connection, tables.uuid(turn.pk), provider, model)
     if updated:
         return
     stored = Turn.objects.filter(pk=turn.pk).values_list("provider", "model").first()

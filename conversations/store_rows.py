@@ -22,7 +22,7 @@ import orjson
 from django.db.models import Model
 from django.utils import timezone
 
-from conversations import search
+from conversations import search, source_index
 from conversations.ids import uuid7, uuid7_ints
 from conversations.models import (
     Attribution,
@@ -97,6 +97,7 @@ class Rows:
         # What this write adds to the list's search and facet indexes (conversations.search),
         # and the owner, once known (``...``: ask the database if a count needs it).
         self.search = search.Pending()
+        self.sources = source_index.Pending()  # and to the Sources pages' rows
         self.owner_id: Any = ...
 
     def ids(self, count: int) -> list[Any]:
@@ -203,6 +204,7 @@ class Rows:
             activity_id, activity_name, payload_id, created,
         ))
         self.bodies.append(body)
+        self.sources.event(event_id, turn_id, body)
         if kind == "message":
             self.search.message(text)
         elif activity_name:
@@ -226,6 +228,7 @@ class Rows:
         ))
         self.search.source(title, url, domain)
         self.search.citation()
+        self.sources.attribution(event_id, url, title, integrity)
 
     def written(self, turn: Turn, using: str) -> list[Event]:
         """The events of ``turn`` this write made, in seq order, their typed bodies attached."""
@@ -260,6 +263,7 @@ class Rows:
                 cursor.executemany(sql, rows)
         # The admin's search of sources indexes them by trigger: few statements, not one a row.
         search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
+        source_index.write(cursor, self.connection, self.sources)
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

@@ -126,6 +126,7 @@ def test_schema_generates_without_warnings_and_covers_every_endpoint(capsys):
         "/api/v1/conversations/{id}/turns/{index}/rerun",
         "/api/v1/conversations/{id}/turns/{index}/stop",
         "/api/v1/conversations/{id}/shares", "/api/v1/shares", "/api/v1/shares/{token}",
+        "/api/v1/sources", "/api/v1/sources/models",
     }
     for path, item in schema["paths"].items():
         for method, operation in item.items():

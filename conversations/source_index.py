@@ -1,0 +1,222 @@
+"""The Sources pages' rows (``SourceUse``: one per turn and source), kept as the store writes.
+
+The store hands each write's events and attributions to a ``Pending`` (``conversations.store``:
+one call per event, one per attribution, one at the end of the write), which gathers, per turn
+and source, how many attributions cite it (and how each range was placed) and how many hosted
+activities listed it among the sources they consulted; ``write`` adds them to the turn's rows
+in one statement per write (an upsert: a live turn's citations and searches come in several
+writes). A turn's provider and model are copied onto its rows from the turn as they are
+written, and again when the turn's provenance is set later (``provenance``). ``rebuild``
+makes every row again from the stored events.
+
+What a source is: its URL; a source without one (a document a model cited by title) is its
+title. Its host is where the URL points, except a Gemini grounding redirect
+(``vertexaisearch.cloud.google.com``), which stands for the site its title names (what the
+page shows the reader); its site is that host's registrable domain by the Public Suffix List
+(``publicsuffixlist``'s bundled copy: nothing is fetched), or the host itself when it has none
+(an address, ``localhost``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from django.db import connections, router
+from publicsuffixlist import PublicSuffixList
+
+from conversations.domains import host_of, reader_domain
+from conversations.models import Attribution, Event, SearchUse, SourceUse, Turn
+from streams.bodies import ActivityBody, Body, load
+
+GROUNDING_REDIRECT = "vertexaisearch.cloud.google.com"
+INTEGRITIES = ("exact", "repaired", "dropped", "no_source")
+_HOST_LENGTH = SourceUse._meta.get_field("host").max_length
+_ACTIVITY_LENGTH = SearchUse._meta.get_field("activity_id").max_length
+
+
+@lru_cache(maxsize=1)
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()  # the copy the package ships (no download)
+
+
+def source_key(url: str, title: str) -> str:
+    """What identifies a source across turns: its URL, or its title when it has none."""
+    return url or title
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@lru_cache(maxsize=65536)
+def host_and_site(url: str, title: str) -> tuple[str, str]:
+    """The host a source counts under, and that host's registrable domain."""
+    host = host_of(url)
+    if host == GROUNDING_REDIRECT:
+        host = reader_domain(title) or host
+    host = host[:_HOST_LENGTH]
+    if not host:
+        return "", ""
+    site = None if "." not in host or _is_address(host) else _suffixes().privatesuffix(host)
+    return host, (site or host)[:_HOST_LENGTH]
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class _Use:
+    __slots__ = ("consulted", "counts", "title", "url")
+
+    def __init__(self, url: str, title: str) -> None:
+        self.url, self.title = url, title
+        self.consulted = 0
+        self.counts = [0, 0, 0, 0, 0]  # cited, then INTEGRITIES
+
+
+class Pending:
+    """What one write adds to the rows: per (turn, source key), its counts."""
+
+    def __init__(self) -> None:
+        self.turn_of: dict[Any, Any] = {}  # event id -> turn id, as the write has them
+        self.uses: dict[tuple[Any, str], _Use] = {}
+        self.searches: dict[tuple[Any, str], None] = {}  # (turn id, web search activity id)
+
+    def _use(self, turn_id: Any, url: str, title: str) -> _Use:
+        key = (turn_id, source_key(url, title))
+        use = self.uses.get(key)
+        if use is None:
+            use = self.uses[key] = _Use(url, title)
+        elif not use.title and title:
+            use.title = title
+        return use
+
+    def event(self, event_id: Any, turn_id: Any, body: Body) -> None:
+        self.turn_of[event_id] = turn_id
+        if type(body) is not ActivityBody:
+            return
+        if body.name == "web_search" and body.id:
+            self.searches[(turn_id, body.id[:_ACTIVITY_LENGTH])] = None
+        if body.sources:
+            seen = set()
+            for source in body.sources:
+                url, title = _text(source.get("url")), _text(source.get("title"))
+                if (url or title) and (url, title) not in seen:
+                    seen.add((url, title))
+                    self._use(turn_id, url, title).consulted += 1
+
+    def attribution(self, event_id: Any, url: str, title: str, integrity: str) -> None:
+        if not (url or title):
+            return
+        counts = self._use(self.turn_of[event_id], url, title).counts
+        counts[0] += 1
+        if integrity in INTEGRITIES:
+            counts[1 + INTEGRITIES.index(integrity)] += 1
+
+    def rows(self) -> list[list[Any]]:
+        """The upsert's parameters, in ``_sql``'s order."""
+        out = []
+        for (turn_id, key), use in self.uses.items():
+            host, site = host_and_site(use.url, use.title)
+            out.append([key, key_hash(key), use.title, host, site, *use.counts, use.consulted,
+                        turn_id])
+        return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@lru_cache(maxsize=4)
+def _sql(alias: str) -> tuple[str, str, str, str]:
+    connection = connections[alias]
+    q = connection.ops.quote_name
+    table, turns = q(SourceUse._meta.db_table), q(Turn._meta.db_table)
+    searches = q(SearchUse._meta.db_table)
+    counted = ["cited", *INTEGRITIES, "consulted"]
+    columns = ["turn_id", "conversation_id", "provider", "model", "created_at", "key", "key_hash",
+               "title", "host", "site", *counted]
+    added = ", ".join(f"{q(c)} = {table}.{q(c)} + excluded.{q(c)}" for c in counted)
+    # The turn's provenance and time from its row (written earlier in the same write, or
+    # before): a live turn's events do not carry them.
+    upsert = (
+        f"INSERT INTO {table} ({', '.join(q(c) for c in columns)}) "
+        f"SELECT t.{q('id')}, t.{q('conversation_id')}, t.{q('provider')}, t.{q('model')}, "
+        f"t.{q('created_at')}, %s, %s, %s, %s, %s, {', '.join(['%s'] * len(counted))} "
+        f"FROM {turns} t WHERE t.{q('id')} = %s "
+        f"ON CONFLICT ({q('turn_id')}, {q('key_hash')}) DO UPDATE SET {added}, "
+        f"{q('title')} = CASE WHEN {table}.{q('title')} = '' THEN excluded.{q('title')} "
+        f"ELSE {table}.{q('title')} END"
+    )
+    search = (
+        f"INSERT INTO {searches} ({q('turn_id')}, {q('conversation_id')}, {q('provider')}, "
+        f"{q('model')}, {q('created_at')}, {q('activity_id')}) "
+        f"SELECT t.{q('id')}, t.{q('conversation_id')}, t.{q('provider')}, t.{q('model')}, "
+        f"t.{q('created_at')}, %s FROM {turns} t WHERE t.{q('id')} = %s "
+        f"ON CONFLICT ({q('turn_id')}, {q('activity_id')}) DO NOTHING"
+    )
+    provenance = (f"UPDATE {table} SET {q('provider')} = %s, {q('model')} = %s "
+                  f"WHERE {q('turn_id')} = %s")
+    search_provenance = (f"UPDATE {searches} SET {q('provider')} = %s, {q('model')} = %s "
+                         f"WHERE {q('turn_id')} = %s")
+    return upsert, search, provenance, search_provenance
+
+
+def write(cursor: Any, connection: Any, pending: Pending) -> None:
+    """Add ``pending``'s counts to the rows (after the write's turns are inserted)."""
+    if pending.uses:
+        cursor.executemany(_sql(connection.alias)[0], pending.rows())
+    if pending.searches:
+        cursor.executemany(_sql(connection.alias)[1],
+                           [[activity, turn] for turn, activity in pending.searches])
+
+
+def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str) -> None:
+    """The turn's provenance, set after its rows were written, onto them."""
+    sql = _sql(connection.alias)
+    cursor.execute(sql[2], [provider, model, turn_id])
+    cursor.execute(sql[3], [provider, model, turn_id])
+
+
+def rebuild(using: str | None = None, batch: int = 2000) -> int:
+    """Every row again, from the stored events and attributions; returns how many."""
+    using = using or router.db_for_write(SourceUse)
+    connection = connections[using]
+    SourceUse.objects.using(using).all().delete()
+    SearchUse.objects.using(using).all().delete()
+    last, made = None, 0
+    while True:
+        events = Event.objects.using(using).order_by("id").filter(
+            kind__in=("hosted_activity", "message"))
+        if last is not None:
+            events = events.filter(id__gt=last)
+        chunk = list(events.values_list("id", "turn_id", "kind", "body")[:batch])
+        if not chunk:
+            return made
+        last = chunk[-1][0]
+        pending = Pending()
+        for event_id, turn_id, kind, body in chunk:
+            pending.event(event_id, _db_id(connection, turn_id), load(kind, body))
+        for event_id, url, title, integrity in _attributions(using, [e[0] for e in chunk]):
+            pending.attribution(event_id, url, title, integrity)
+        with connection.cursor() as cursor:
+            write(cursor, connection, pending)
+        made += len(pending.uses) + len(pending.searches)
+
+
+def _attributions(using: str, event_ids: list[Any]) -> Iterable[tuple[Any, str, str, str]]:
+    return (Attribution.objects.using(using).filter(event_id__in=event_ids)
+            .order_by("event_id", "ordinal")
+            .values_list("event_id", "url", "title", "integrity"))
+
+
+def _db_id(connection: Any, value: Any) -> Any:
+    return value if connection.features.has_native_uuid_field else value.hex

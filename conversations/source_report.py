@@ -1,0 +1,350 @@
+"""Across everything a user recorded, what the models consulted and cited: the Sources pages,
+their exports and ``GET /api/v1/sources`` read it here, from the rows the store keeps as it
+writes (``SourceUse``: a turn and a source; ``SearchUse``: a turn and a web search; see
+``conversations.source_index``), never from the conversations themselves.
+
+The counts, per domain (registrable, a Gemini redirect under the site it names), host or URL:
+
+* ``cited``: attributions naming it (each once);
+* ``consulted``: times consulted: the turns whose hosted activities listed it among their
+  sources (a domain: its pages' times, summed);
+* ``consulted_not_cited``: of those, the times the turn did not cite it (that page);
+* ``conversations``, ``turns``: those that consulted or cited it;
+* ``models``: per provider · model, its attributions;
+* ``first_seen``, ``last_seen``: the first and last such turn's time.
+
+Filters (``Filters``) narrow the turns: by provider, model, the turn's date (``since`` and
+``until`` inclusive, UTC days), the conversation list's own search (``q``), and for staff an
+owner (by user name). Others see their own conversations only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+
+from conversations import search
+from conversations.models import Attribution, Conversation, SearchUse, SourceUse, Turn
+from conversations.source_index import INTEGRITIES, key_hash
+
+PAGE_SIZE = 50
+GROUPS = {"domain": "site", "host": "host", "url": "key"}
+COLUMNS = ("cited", "consulted", "consulted_not_cited", "conversations", "turns",
+           "first_seen", "last_seen")
+TOP_DOMAINS = 5
+
+
+class InvalidFilter(ValueError):
+    """A filter that cannot be read (a date that is no date, an unknown group or order)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    provider: str = ""
+    model: str = ""
+    since: dt.date | None = None
+    until: dt.date | None = None
+    q: str = ""
+    owner: str = ""  # a user name; staff only (ignored for others)
+
+    @classmethod
+    def read(cls, params: Any) -> Filters:
+        """From request parameters (a QueryDict or a dict of strings)."""
+        def text(name: str) -> str:
+            return str(params.get(name, "") or "").strip()[:200]
+
+        return cls(provider=text("provider"), model=text("model"), since=_date(text("since")),
+                   until=_date(text("until")), q=text("q"), owner=text("owner"))
+
+    def params(self) -> dict[str, str]:
+        """The filters as request parameters (the empty ones left out)."""
+        out = {"provider": self.provider, "model": self.model, "q": self.q, "owner": self.owner,
+               "since": self.since.isoformat() if self.since else "",
+               "until": self.until.isoformat() if self.until else ""}
+        return {k: v for k, v in out.items() if v}
+
+    @property
+    def any(self) -> bool:
+        return bool(self.params())
+
+
+def _date(value: str) -> dt.date | None:
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise InvalidFilter(f"{value!r} is not a date (YYYY-MM-DD)") from None
+
+
+def _day_start(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
+
+
+def _narrowed(qs: QuerySet[Any], user: Any, f: Filters, *, served: bool = True) -> QuerySet[Any]:
+    """``qs`` (rows with ``conversation``, ``provider``, ``model``, ``created_at``) narrowed to
+    what ``user`` sees and the filters."""
+    if not getattr(user, "is_authenticated", False):
+        return qs.none()
+    if not user.is_staff:
+        qs = qs.filter(conversation__owner=user)
+    elif f.owner:
+        qs = qs.filter(conversation__owner__username=f.owner)
+    if served and f.provider:
+        qs = qs.filter(provider=f.provider)
+    if served and f.model:
+        qs = qs.filter(model=f.model)
+    if f.since:
+        qs = qs.filter(created_at__gte=_day_start(f.since))
+    if f.until:
+        qs = qs.filter(created_at__lt=_day_start(f.until + dt.timedelta(days=1)))
+    if f.q:
+        matches = Conversation.objects.using(qs.db).filter(search.text_matches(f.q, qs.db))
+        qs = qs.filter(conversation_id__in=matches.values("pk"))
+    return qs
+
+
+def uses(user: Any, f: Filters) -> QuerySet[SourceUse]:
+    return _narrowed(SourceUse.objects.all(), user, f)
+
+
+# -- domains, hosts and URLs -------------------------------------------------------------------
+
+
+@dataclass
+class SourcePage:
+    group: str
+    rows: list[dict[str, Any]]
+    total: int
+    page: int
+    pages: int
+    sort: str
+    descending: bool
+
+
+def _aggregates() -> dict[str, Any]:
+    """The columns, named ``n_<column>`` (an annotation named as a field would hide it from
+    the others' filters)."""
+    return {
+        "n_cited": Sum("cited"),
+        "n_consulted": Count("id", filter=Q(consulted__gt=0)),
+        "n_consulted_not_cited": Count("id", filter=Q(consulted__gt=0, cited=0)),
+        "n_conversations": Count("conversation_id", distinct=True),
+        "n_turns": Count("turn_id", distinct=True),
+        "n_first_seen": Min("created_at"),
+        "n_last_seen": Max("created_at"),
+    }
+
+
+def sources(user: Any, f: Filters, *, group: str = "domain", sort: str = "cited",
+            descending: bool = True, page: int = 1, size: int = PAGE_SIZE,
+            within: str = "") -> SourcePage:
+    """One page of the table of ``group`` ("domain", "host" or "url"), sorted by a column of
+    ``COLUMNS`` or the group's own value ("name"); ``within``: only the hosts or URLs of that
+    domain (the hosts one click below a domain)."""
+    column = GROUPS.get(group)
+    if column is None:
+        raise InvalidFilter(f"group is one of {', '.join(GROUPS)}")
+    if sort not in (*COLUMNS, "name"):
+        raise InvalidFilter(f"sort is one of name, {', '.join(COLUMNS)}")
+    qs = uses(user, f)
+    if within:
+        qs = qs.filter(site=within)
+    grouped = qs.values(column).annotate(**_aggregates())
+    total = grouped.count()
+    order = column if sort == "name" else f"n_{sort}"
+    ordering = [f"-{order}" if descending else order, column]
+    pages = max(1, -(-total // size))
+    page = min(max(1, page), pages)
+    rows = [{"name": row[column], **{c: row[f"n_{c}"] for c in COLUMNS}}
+            for row in grouped.order_by(*ordering)[(page - 1) * size:page * size]]
+    _with_models(qs, column, rows)
+    if column == "key":
+        _with_titles(qs, rows)
+    return SourcePage(group, rows, total, page, pages, sort, descending)
+
+
+def _with_models(qs: QuerySet[SourceUse], column: str, rows: list[dict[str, Any]]) -> None:
+    names = [row["name"] for row in rows]
+    if column == "key":
+        lookup, names_of = "key_hash__in", {key_hash(n): n for n in names}
+        values = qs.filter(**{lookup: list(names_of)}, cited__gt=0).values(
+            "key_hash", "provider", "model").annotate(n=Sum("cited"))
+        found = [(names_of[v["key_hash"]], v) for v in values]
+    else:
+        values = qs.filter(**{f"{column}__in": names}, cited__gt=0).values(
+            column, "provider", "model").annotate(n=Sum("cited"))
+        found = [(v[column], v) for v in values]
+    per: dict[str, list[dict[str, Any]]] = {}
+    for name, v in found:
+        per.setdefault(name, []).append(
+            {"provider": v["provider"], "model": v["model"], "cited": v["n"]})
+    for row in rows:
+        row["models"] = sorted(per.get(row["name"], []),
+                               key=lambda m: (-m["cited"], m["provider"], m["model"]))
+        row["cited"] = row["cited"] or 0
+
+
+def _with_titles(qs: QuerySet[SourceUse], rows: list[dict[str, Any]]) -> None:
+    hashes = {key_hash(row["name"]): row for row in rows}
+    for digest, title, host, site in (qs.filter(key_hash__in=list(hashes))
+                                      .exclude(title="").values_list("key_hash", "title",
+                                                                     "host", "site")):
+        row = hashes[digest]
+        row.setdefault("title", title)
+        row["host"], row["site"] = host, site
+    for row in rows:
+        row.setdefault("title", "")
+        row.setdefault("host", "")
+        row.setdefault("site", "")
+
+
+# -- the turns that cite a source --------------------------------------------------------------
+
+
+@dataclass
+class CitingTurn:
+    conversation_id: Any
+    conversation_title: str
+    turn_id: Any
+    index: int
+    provider: str
+    model: str
+    created_at: dt.datetime
+    spans: list[dict[str, str]] = field(default_factory=list)
+
+
+def citing_turns(user: Any, f: Filters, group: str, name: str,
+                 limit: int = PAGE_SIZE) -> list[CitingTurn]:
+    """The newest turns (at most ``limit``) that cite ``name`` (a domain, host or URL), each
+    with what it cites there: the span of its text each attribution covers, or the excerpt
+    the source gave when it has no range."""
+    column = GROUPS.get(group)
+    if column is None:
+        raise InvalidFilter(f"group is one of {', '.join(GROUPS)}")
+    qs = uses(user, f).filter(cited__gt=0)
+    qs = qs.filter(key_hash=key_hash(name)) if column == "key" else qs.filter(**{column: name})
+    found = list(qs.order_by("-created_at", "-turn_id")
+                 .values_list("turn_id", "key", "provider", "model", "created_at")[:limit * 20])
+    keys: dict[Any, set[str]] = {}
+    order: list[Any] = []
+    meta: dict[Any, tuple[str, str, dt.datetime]] = {}
+    for turn_id, key, provider, model, created in found:
+        if turn_id not in keys:
+            if len(order) == limit:
+                continue
+            order.append(turn_id)
+            keys[turn_id] = set()
+            meta[turn_id] = (provider, model, created)
+        keys[turn_id].add(key)
+    turns = {t.pk: t for t in Turn.objects.filter(pk__in=order).select_related("conversation")}
+    out = {turn_id: CitingTurn(turns[turn_id].conversation_id,
+                               turns[turn_id].conversation.title, turn_id,
+                               turns[turn_id].index, *meta[turn_id])
+           for turn_id in order if turn_id in turns}
+    for a in (Attribution.objects.filter(event__turn_id__in=list(out))
+              .select_related("event").order_by("event__seq", "ordinal")):
+        turn_id = a.event.turn_id
+        if (a.url or a.title) not in keys[turn_id]:
+            continue
+        text = a.event.text
+        span = text[a.range_start:a.range_end] if a.range_start is not None else ""
+        out[turn_id].spans.append({
+            "url": a.url, "title": a.title, "span": span or a.excerpt or text,
+            "excerpt": a.excerpt, "integrity": a.integrity,
+        })
+    return list(out.values())
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+def models(user: Any, f: Filters) -> list[dict[str, Any]]:
+    """A citation profile per provider · model (agent turns), most answers first."""
+    answers = (_narrowed(Turn.objects.filter(role=Turn.Role.AGENT), user, f)
+               .values_list("provider", "model").annotate(n=Count("id")))
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    for provider, model, n in answers:
+        profiles[(provider, model)] = _profile(provider, model, n)
+    searched = (_narrowed(SearchUse.objects.all(), user, f).values_list("provider", "model")
+                .annotate(searches=Count("id"), answers=Count("turn_id", distinct=True)))
+    for provider, model, searches, answered in searched:
+        p = profiles.setdefault((provider, model), _profile(provider, model, 0))
+        p["searches"], p["searched_answers"] = searches, answered
+    rows = (uses(user, f).values_list("provider", "model").annotate(
+        n_consulted=Count("id", filter=Q(consulted__gt=0)),
+        n_cited=Count("id", filter=Q(cited__gt=0)),
+        n_not_cited=Count("id", filter=Q(consulted__gt=0, cited=0)),
+        n_not_opened=Count("id", filter=Q(cited__gt=0, consulted=0)),
+        n_citations=Sum("cited"), **{f"n_{name}": Sum(name) for name in INTEGRITIES}))
+    for provider, model, consulted, cited, not_cited, not_opened, citations, *counts in rows:
+        p = profiles.setdefault((provider, model), _profile(provider, model, 0))
+        p.update(consulted=consulted, cited_sources=cited, consulted_not_cited=not_cited,
+                 cited_not_consulted=not_opened, citations=citations or 0,
+                 integrity=dict(zip(INTEGRITIES, (c or 0 for c in counts), strict=True)))
+    top = (uses(user, f).filter(cited__gt=0).values_list("provider", "model", "site")
+           .annotate(n=Sum("cited")).order_by("provider", "model", "-n", "site"))
+    for provider, model, site, n in top:
+        p = profiles[(provider, model)]
+        if len(p["top_domains"]) < TOP_DOMAINS:
+            p["top_domains"].append({"domain": site, "cited": n})
+    for p in profiles.values():
+        _ratios(p)
+    return sorted(profiles.values(), key=lambda p: (-p["answers"], p["provider"], p["model"]))
+
+
+def _profile(provider: str, model: str, answers: int) -> dict[str, Any]:
+    return {"provider": provider, "model": model, "answers": answers, "searched_answers": 0,
+            "searches": 0, "consulted": 0, "cited_sources": 0, "citations": 0,
+            "consulted_not_cited": 0, "cited_not_consulted": 0,
+            "integrity": dict.fromkeys(INTEGRITIES, 0), "top_domains": []}
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 3) if whole else None
+
+
+def _ratios(p: dict[str, Any]) -> None:
+    p["searches_per_answer"] = _ratio(p["searches"], p["answers"])
+    p["consulted_per_answer"] = _ratio(p["consulted"], p["answers"])
+    p["cited_per_answer"] = _ratio(p["cited_sources"], p["answers"])
+    p["consulted_not_cited_share"] = _ratio(p["consulted_not_cited"], p["consulted"])
+    p["cited_not_consulted_share"] = _ratio(p["cited_not_consulted"], p["cited_sources"])
+
+
+def model_label(provider: str, model: str) -> str:
+    return f"{provider or 'unknown'} · {model or 'unknown'}"
+
+
+# -- charts' data ------------------------------------------------------------------------------
+
+
+def citations_over_time(user: Any, f: Filters, models: int = 6) -> dict[str, Any]:
+    """Attributions per day and provider · model (the ``models`` most cited; the rest as
+    "other"): {"days": [...], "series": {label: [count per day]}}."""
+    from django.db.models.functions import TruncDate
+
+    rows = (uses(user, f).filter(cited__gt=0)
+            .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+            .values_list("day", "provider", "model").annotate(n=Sum("cited")).order_by("day"))
+    per: dict[str, dict[dt.date, int]] = {}
+    totals: dict[str, int] = {}
+    for day, provider, model, n in rows:
+        label = model_label(provider, model)
+        per.setdefault(label, {})[day] = per.get(label, {}).get(day, 0) + n
+        totals[label] = totals.get(label, 0) + n
+    kept = sorted(totals, key=lambda k: (-totals[k], k))[:models]
+    days = sorted({d for series in per.values() for d in series})
+    series: dict[str, list[int]] = {label: [per[label].get(d, 0) for d in days]
+                                    for label in kept}
+    rest = [label for label in per if label not in kept]
+    if rest:
+        series["other"] = [sum(per[label].get(d, 0) for label in rest) for d in days]
+    return {"days": days, "series": series}
+
+
+def with_model(f: Filters, provider: str, model: str) -> Filters:
+    return replace(f, provider=provider, model=model)
