@@ -567,73 +567,7 @@ class Share(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
-class SourceUse(models.Model):
-    """A source a turn consulted or cited: one row per (turn, source), the unit the Sources
-    pages count by (``conversations.source_index`` keeps them as the store writes, and
-    rebuilds them). Derived, like SearchDoc; deleted with its turn. ``key`` is the URL, or the
-    title of a source that has none (a document); ``host`` is where it points (a Gemini
-    grounding redirect: the site its title names) and ``site`` that host's registrable
-    domain. ``provider``, ``model`` and ``created_at`` are the turn's, copied for the filters."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+",
-                                     db_index=False)
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="+",
-                             db_index=False)  # the unique index leads with it
-    provider = models.CharField(max_length=64, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField()
-    key = models.TextField()
-    key_hash = models.CharField(max_length=64)
-    title = models.TextField(blank=True)
-    host = models.CharField(max_length=255, blank=True)
-    site = models.CharField(max_length=255, blank=True)
-    # Attributions of the turn naming it (each once), and how they were placed.
-    cited = models.PositiveIntegerField(default=0)
-    exact = models.PositiveIntegerField(default=0)
-    repaired = models.PositiveIntegerField(default=0)
-    dropped = models.PositiveIntegerField(default=0)
-    no_source = models.PositiveIntegerField(default=0)
-    # How many of the turn's hosted activities listed it among what they consulted.
-    consulted = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["turn", "key_hash"], name="source_use_unique"),
-        ]
-        indexes = [
-            models.Index(fields=["conversation"], name="source_use_conversation"),
-            models.Index(fields=["created_at"], name="source_use_created"),
-            models.Index(fields=["provider", "model", "created_at"], name="source_use_served"),
-            models.Index(fields=["site", "created_at"], name="source_use_site"),
-            models.Index(fields=["key_hash", "created_at"], name="source_use_key"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.key} in turn {self.turn_id}"
-
-
-class SearchUse(models.Model):
-    """A web search a turn ran (one row per turn and search activity id), for the Sources
-    pages' citation profiles: kept and rebuilt with ``SourceUse``, the turn's provider, model
-    and time copied the same way."""
-
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+",
-                                     db_index=False)
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="+",
-                             db_index=False)  # the unique index leads with it
-    provider = models.CharField(max_length=64, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField()
-    activity_id = models.CharField(max_length=200)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["turn", "activity_id"], name="search_use_unique"),
-        ]
-        indexes = [
-            models.Index(fields=["conversation"], name="search_use_conversation"),
-            models.Index(fields=["provider", "model", "created_at"], name="search_use_served"),
-        ]
-
-    def __str__(self) -> str:
-        return f"search {self.activity_id} in turn {self.turn_id}"
+# The Sources pages' rows live in a module of their own (this one is long enough); imported
+# here so that Django registers them with the app's other models.
+from conversations.source_models import SearchUse, SourceUse  # noqa: E402, F401
