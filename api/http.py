@@ -85,10 +85,6 @@ def read_limited(stream: Any, meta: Any, limit: int | None = None) -> bytes:
     return data
 
 
-def read_body(request: Any) -> bytes:
-    return read_limited(request.stream, request.META)
-
-
 class LimitedJSONParser(BaseParser):
     """application/json, size-limited, parsed by orjson; a parse error names the problem."""
 

@@ -525,7 +525,7 @@ class _IngestBase(ApiView):
         prompt = header_param(request, "prompt", max_length=100_000)
         api_version = text_param(request, "api_version", max_length=100) or None
         endpoint = redact_text(header_param(request, "endpoint", max_length=2000)) or None
-        # The body as RawBodyParser read it. Not read_body(request.stream): on the session path
+        # The body as RawBodyParser read it, not request.stream read here: on the session path
         # the CSRF check reads request.POST first, which parses (and so consumes) the body.
         raw = request.data if isinstance(request.data, bytes) else b""
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)

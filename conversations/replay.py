@@ -13,11 +13,8 @@
 * ``request_for_continuation(conversation, turn_request, agent_turn_index)``: the request that
   continues the agent turn at ``agent_turn_index`` after it ended with ``pause_turn`` (its
   blocks so far sent back). ``turn_request`` is the one that started the turn; its prompt is
-  empty when the user turn before it is stored (the usual case).
-* ``continuation_allowed(turn, limit=None)``: the loop guard. Whether a paused turn may be
-  continued once more: it ended with ``pause_turn`` and has been continued fewer than
-  ``limit`` times (``settings.TURNSCOPE_MAX_CONTINUATIONS`` by default);
-  ``continuations(turn)`` counts them.
+  empty when the user turn before it is stored (the usual case). How often a turn is continued
+  is the live call's loop guard (``conversations.limits.may_continue``).
 
 Payload rows are read as stored (JSON text) and handed over unchanged; the adapters decide what
 each is. Events cut before their end carry no payload, so they are never sent back natively:
@@ -29,8 +26,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
-
-from django.conf import settings
 
 from conversations.models import Conversation, Event, Turn
 from providers.requests import (
@@ -75,19 +70,6 @@ def request_for_continuation(
     return build_continuation(
         history_for(conversation, agent_turn_index), turn_request, prior_turn(paused)
     )
-
-
-def continuations(turn: Turn) -> int:
-    """How many times the turn was continued after ``pause_turn`` (its responses say)."""
-    return sum(1 for r in turn.responses_list
-               if isinstance(r, dict) and r.get("trigger") == "pause_turn")
-
-
-def continuation_allowed(turn: Turn, limit: int | None = None) -> bool:
-    """The loop guard: the turn paused, and was continued fewer than ``limit`` times."""
-    if limit is None:
-        limit = int(settings.TURNSCOPE_MAX_CONTINUATIONS)
-    return turn.end_reason == "pause_turn" and continuations(turn) < limit
 
 
 def _prior_turns(turns: list[Turn]) -> list[PriorTurn]:

@@ -40,7 +40,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, ingest, replay, store
+from conversations import forking, ingest, limits, replay, store
 from conversations.models import Conversation, Event, Turn
 from guards import redaction
 from live import admission, services
@@ -433,10 +433,6 @@ def _spawn(coro: Any, turn: Turn) -> None:
     task.add_done_callback(lambda _: _tasks.pop(str(turn.pk), None))
 
 
-def max_continuations() -> int:
-    return max(0, int(getattr(settings, "TURNSCOPE_MAX_CONTINUATIONS", 5)))
-
-
 class _Call:
     """One live agent turn: its requests, in order, and the runner they stream into."""
 
@@ -483,7 +479,7 @@ class _Call:
         yield self._parts(self._first)
         stream = self.runner.stream
         while not stream.done and stream.outcome.end_reason == "pause_turn":
-            if self.continuations >= max_continuations():
+            if not limits.may_continue(self.continuations):
                 yield _failure(
                     "continuation_limit",
                     f"Turnscope stopped after {self.continuations} continuation"

@@ -131,11 +131,6 @@ class EventBuilder:
                 self.responses[-1]["end_reason"] = "interrupted"
         return flushed
 
-    @property
-    def open_activities(self) -> dict[str, str]:
-        """Activities started with no terminal transition: id -> name."""
-        return {k: v["name"] for k, v in self._activities.items() if v["state"] == "started"}
-
     # -- parts -----------------------------------------------------------------------------
 
     def feed(self, part: parts.Part) -> list[EventRecord]:

@@ -65,19 +65,6 @@ EXACT, REPAIRED, DROPPED = "exact", "repaired", "dropped"
 Placement = tuple[tuple[int, int] | None, str]
 
 
-def resolve(
-    text: str,
-    start: int | None,
-    end: int | None,
-    unit: RangeUnit = "codepoint",
-    quote: str | None = None,
-    offsets: Offsets | None = None,
-) -> tuple[int, int] | None:
-    """Return a verified code-point range into ``text``, or None (no usable range).
-    ``offsets`` converts units for ``text`` (pass one to share it across a block's ranges)."""
-    return place(text, start, end, unit, quote, offsets)[0]
-
-
 def place(
     text: str,
     start: int | None,
@@ -86,8 +73,10 @@ def place(
     quote: str | None = None,
     offsets: Offsets | None = None,
 ) -> Placement:
-    """``resolve``, and how: ``(span, EXACT | REPAIRED | DROPPED)``; ``(None, "")`` when the
-    provider gave no range at all (the whole event is cited; nothing to check)."""
+    """A verified code-point range into ``text``, and how it was found: ``(span, EXACT |
+    REPAIRED | DROPPED)``, span None when no usable range; ``(None, "")`` when the provider gave
+    no range at all (the whole event is cited; nothing to check). ``offsets`` converts units
+    for ``text`` (pass one to share it across a block's ranges)."""
     if start is None and end is None:
         return None, ""
     start = 0 if start is None else start  # proto3 JSON drops zero-valued fields

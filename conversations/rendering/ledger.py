@@ -141,15 +141,6 @@ class Ledger:
         """Nothing searched, opened or cited, and nothing to say about integrity."""
         return not (self.searches or self.opened or self.cited or self.integrity.problems)
 
-    @property
-    def opened_uncited(self) -> tuple[LedgerOpen, ...]:
-        return tuple(o for o in self.opened if o.cited is None)
-
-    @property
-    def searches_uncited(self) -> tuple[LedgerSearch, ...]:
-        """Searches that returned sources none of which is cited."""
-        return tuple(s for s in self.searches if s.results and not s.cited)
-
     def as_dict(self) -> dict[str, Any]:
         """The ledger as the JSON export and the API carry it (``schemas/export.schema.json``,
         ``$defs/ledger``)."""

@@ -15,7 +15,7 @@ Mapping:
   API counts characters) and no ``quote`` (OpenAI sends no copy of the segment).
   ``file_citation`` has no URL and only a single ``index`` (where the model put its marker):
   url "", title = filename, and NO range -- a zero-width range means nothing to the builder
-  (``ranges.resolve`` treats it as no range), so the whole block is the cited span; the index
+  (``ranges.place`` treats it as no range), so the whole block is the cited span; the index
   stays in ``replay``. ``container_file_citation`` keeps its range. Every citation's ``replay``
   is the annotation object verbatim. Other annotation types (``file_path``) live only in the
   message payload.

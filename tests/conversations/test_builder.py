@@ -77,14 +77,17 @@ def test_activity_opened_in_one_response_is_closed_by_the_next():
     started, completed = events
     assert started.body.id == completed.body.id == "srv_1"
     assert completed.body.input == {"query": "q"}  # carried from the start
-    assert builder.open_activities == {}
+    assert (started.body.state, completed.body.state) == ("started", "completed")
     assert [r["trigger"] for r in builder.responses] == ["initial", "pause_turn"]
     assert [r["end_reason"] for r in builder.responses] == ["pause_turn", "end_turn"]
 
 
-def test_activity_without_terminal_transition_stays_open():
-    builder, _ = run([START, parts.Activity("ws_1", "web_search", "started", {"query": "q"})])
-    assert builder.open_activities == {"ws_1": "web_search"}
+def test_activity_without_terminal_transition_stays_started():
+    # Nothing invents an end the provider did not send (the next response may close it).
+    _, events = run([START, parts.Activity("ws_1", "web_search", "started", {"query": "q"})])
+    [started] = events
+    assert (started.body.id, started.body.name, started.body.state) == (
+        "ws_1", "web_search", "started")
 
 
 def test_stream_error_fails_the_turn_and_keeps_the_error():

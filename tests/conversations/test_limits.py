@@ -11,9 +11,11 @@ import orjson
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 
 from conversations import store
 from conversations.ingest import ResponseFile, assemble, ingest
+from conversations.limits import max_continuations, may_continue
 from conversations.models import Conversation, Event
 from conversations.projections import export_json, import_document
 from live import runner, sources
@@ -142,3 +144,14 @@ def test_a_live_turn_past_its_limits_is_cut_there(limits, alice):
         conversation, "anthropic", [sources.WireResponse("big", raw)], speed=0)
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     assert 0 < turn.events.count() <= 41
+
+
+def test_the_loop_guard_reads_the_setting():
+    """``may_continue`` is the live call's one guard (tests/live/test_calls.py drives it)."""
+    assert may_continue(0)  # the default allows continuing a paused turn
+    with override_settings(TURNSCOPE_MAX_CONTINUATIONS=2):
+        assert may_continue(1) and not may_continue(2)
+    with override_settings(TURNSCOPE_MAX_CONTINUATIONS=0):
+        assert not may_continue(0)
+    with override_settings(TURNSCOPE_MAX_CONTINUATIONS=-3):  # read as 0, never as "no limit"
+        assert max_continuations() == 0 and not may_continue(0)

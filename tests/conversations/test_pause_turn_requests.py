@@ -10,15 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.test import override_settings
 
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Event
-from conversations.replay import (
-    continuation_allowed,
-    continuations,
-    request_for_continuation,
-)
+from conversations.replay import request_for_continuation
 from providers import WireContext
 from providers.requests import TurnRequest, UpstreamRequest, build_request
 from tests.support import provider_fixture
@@ -100,28 +95,3 @@ def test_a_paused_turn_is_continued_and_completes(pair):
         states[event.activity_id] = event.typed_body.state
     assert open_calls <= set(states) and set(states.values()) <= {"completed", "failed"}
     assert [r["trigger"] for r in turn.responses_list] == ["initial", "pause_turn"]
-    assert continuations(turn) == 1 and not continuation_allowed(turn)
-
-
-def test_the_loop_guard_counts_continuations():
-    paused = (SAMPLES / "anthropic-pause-turn.1.sse").read_bytes()
-    once = ingest("anthropic", [ResponseFile("1", paused, CONTEXT)], prompt="Q").turn
-    assert continuations(once) == 0
-    assert continuation_allowed(once)
-    assert not continuation_allowed(once, limit=0)
-    # Paused again after a continuation: one continuation made.
-    twice = ingest("anthropic", [ResponseFile("1", paused, CONTEXT),
-                                 ResponseFile("2", paused, CONTEXT)], prompt="Q").turn
-    assert twice.end_reason == "pause_turn" and continuations(twice) == 1
-    assert continuation_allowed(twice, limit=2)
-    assert not continuation_allowed(twice, limit=1)
-    with override_settings(TURNSCOPE_MAX_CONTINUATIONS=1):
-        assert not continuation_allowed(twice)
-    with override_settings(TURNSCOPE_MAX_CONTINUATIONS=3):
-        assert continuation_allowed(twice)
-
-
-def test_the_setting_has_a_default():
-    from django.conf import settings
-
-    assert settings.TURNSCOPE_MAX_CONTINUATIONS >= 1

@@ -295,7 +295,7 @@ def test_vertex_function_call_then_grounded_text_with_offset_drift() -> None:
     matches = [utf8_slice(text, start, end) == quote for start, end, quote in by_support]
     assert matches == [True] * 4 + [False] * 5
     assert all(quote in text for _, _, quote in by_support)
-    assert all(ranges.resolve(text, c.start, c.end, c.unit, c.quote) for c in citations)
+    assert all(ranges.place(text, c.start, c.end, c.unit, c.quote)[0] for c in citations)
     assert parts[-1] == ResponseEnd("end_turn")
 
 

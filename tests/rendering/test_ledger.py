@@ -71,7 +71,8 @@ def test_anthropic_pause_turn_searches_in_order_and_unranged_citations() -> None
                 for e in turn["events"] if e["kind"] == "hosted_activity"
                 and e["activity"]["state"] == "completed"}
     uncited = [aid for aid, urls in returned.items() if urls and not urls & cited_urls]
-    assert uncited and [s.activity_id for s in ledger.searches_uncited] == uncited
+    assert uncited and [s.activity_id for s in ledger.searches
+                        if s.results and not s.cited] == uncited
 
 
 @pytest.mark.django_db
@@ -141,13 +142,13 @@ def test_cross_links_and_integrity_on_a_hand_made_turn() -> None:
     ledger = build_ledger(turn)
     assert [s.position for s in ledger.searches] == [1, 2, 3]
     assert ledger.searches[0].cited == (1, 2)
-    assert ledger.searches_uncited == (ledger.searches[1],)  # searched, nothing cited
+    assert ledger.searches[1].results and not ledger.searches[1].cited  # nothing cited
     assert ledger.searches[2].no_results
     # The source naming nothing gets no number.
     assert [c.number for c in ledger.cited] == [1, 2, 3]
     assert [c.surfaced_by for c in ledger.cited] == [(1,), (1,), ()]
     assert [c.opened for c in ledger.cited] == [False, False, False]
-    assert [o.url for o in ledger.opened_uncited] == ["https://y.example/"]
+    assert [(o.url, o.cited) for o in ledger.opened] == [("https://y.example/", None)]
     assert (ledger.cited[1].repaired, ledger.cited[2].dropped) == (1, 1)
     i = ledger.integrity
     assert (i.exact, i.repaired, i.dropped, i.no_source, i.unchecked) == (1, 1, 1, 1, 0)
