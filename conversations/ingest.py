@@ -134,13 +134,17 @@ def _turns(
 def _write(provider: str, read: _Read) -> IngestSummary:
     # The whole turn is known: conversation, turns and every row in one transaction.
     conversation, written = store.record_turns(read.turns, read.into)
-    turn = written[-1]
-    summary = _summary(conversation, turn, read.builder, read.records)
-    log.info(
-        "ingested %s turn %s: %d events, %d citations, usage %s",
-        provider, turn.pk, summary.events, summary.citations, dict(summary.usage),
-    )
+    summary = _summary(conversation, written[-1], read.builder, read.records)
+    # A line per turn at DEBUG: a bulk ingest logs one per batch (``_logged``), a single
+    # ingest its own at INFO (``_told``).
+    _told(provider, summary, logging.DEBUG)
     return summary
+
+
+def _told(provider: str, summary: IngestSummary, level: int = logging.INFO) -> None:
+    if log.isEnabledFor(level):
+        log.log(level, "ingested %s turn %s: %d events, %d citations, usage %s", provider,
+                summary.turn.pk, summary.events, summary.citations, dict(summary.usage))
 
 
 def ingest(
@@ -166,11 +170,13 @@ def ingest(
     read = _read(provider, files, owner=owner, title=title, prompt=prompt,
                  conversation=conversation, key=key)
     try:
-        return _write(provider, read)
+        summary = _write(provider, read)
     except IntegrityError as exc:
         if key is None:
             raise
         raise AlreadyImported(sources.taken(owner, key, exc)) from None
+    _told(provider, summary)
+    return summary
 
 
 class AlreadyImported(Exception):
@@ -205,7 +211,9 @@ def ingest_turn(
             if prompt else [])
     read = _turns(builder, records, owner=conversation.owner, title="",
                   conversation=conversation, prompt=user)
-    return _write(builder.provider or "unknown", read)
+    summary = _write(builder.provider or "unknown", read)
+    _told(builder.provider or "unknown", summary)
+    return summary
 
 
 @dataclass
@@ -268,10 +276,24 @@ def ingest_each(
             results = _write_batch(provider, chunk, read, savepoints=False)
         except (ValueError, DatabaseError):  # all of it rolled back: again, file by file
             results = _write_batch(provider, chunk, read, savepoints=True)
+        _logged(provider, results)
         for item, result in zip(read, results, strict=True):
             if done is not None and not isinstance(item, BulkResult):
                 done(result)  # committed
         yield from results
+
+
+def _logged(provider: str, results: Sequence[BulkResult]) -> None:
+    """One line for a committed batch (its files' own lines are at DEBUG), and one for each
+    file refused: a refusal is never folded into a count alone (each is its file's result
+    too, which the caller reports)."""
+    stored = sum(1 for r in results if r.conversation is not None and not r.already)
+    already = sum(1 for r in results if r.already)
+    refused = [r for r in results if r.error]
+    log.info("ingested a batch of %d %s files: %d stored, %d already imported, %d refused",
+             len(results), provider, stored, already, len(refused))
+    for result in refused:
+        log.info("not ingested: %s: %s", result.name, result.error)
 
 
 def _imported(owner: Any, keys: Sequence[str | None]) -> dict[str, Conversation]:

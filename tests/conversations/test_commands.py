@@ -222,3 +222,25 @@ def test_ingest_each_progress_bar_only_on_a_terminal():
     assert pipe.getvalue() == ""
     assert tty.getvalue().startswith("\r[") and "2/2 files" in tty.getvalue()
     assert "1 failed" in tty.getvalue() and tty.getvalue().endswith("\n")
+
+
+def test_ingest_each_logs_a_line_per_batch_and_each_refusal_by_name(owner, caplog):
+    """A bulk ingest logs one line per committed batch (each file's own line is at DEBUG),
+    and every file it refused in a line of its own: a batch never folds a failure into a
+    count alone."""
+    import logging
+
+    from conversations import ingest as ingest_module
+
+    files = [ingest_module.ResponseFile(f"r{i}.jsonl", (GOOD % i).encode()) for i in range(4)]
+    files[1] = ingest_module.ResponseFile("r1.jsonl", b"{not json\n")
+    files[3] = ingest_module.ResponseFile("r3.jsonl", BAD_MODEL.encode())
+    with caplog.at_level(logging.DEBUG, logger="turnscope.ingest"):
+        results = list(ingest_module.ingest_each("anthropic", files, owner=owner, batch=10))
+    assert [bool(r.conversation) for r in results] == [True, False, True, False]
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert info[0] == ("ingested a batch of 4 anthropic files: 2 stored, 0 already "
+                       "imported, 2 refused")
+    assert [line.split(":")[1].strip() for line in info[1:]] == ["r1.jsonl", "r3.jsonl"]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert sum(line.startswith("ingested anthropic turn") for line in debug) == 2
