@@ -49,7 +49,14 @@ from api.permissions import (
 )
 from api.throttling import WriteRateThrottle, WriteThrottled, import_throttles
 from conversations import openwop, sharing, store, upload_limits, uploads
-from conversations.forking import fork
+from conversations.actions.create import (
+    announce_created,
+    fork_conversation,
+    import_files,
+    new_conversation,
+)
+from conversations.actions.delete import delete_conversation
+from conversations.actions.rename import rename_conversation
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
 from conversations.projections import (
@@ -193,8 +200,7 @@ class ConversationListView(WriteThrottled, ApiView):
     def post(self, request: Request) -> Response:
         data = s.CreateConversationSerializer(data=request.data or {})
         data.is_valid(raise_exception=True)
-        title = redact_text(data.validated_data.get("title", "").strip())
-        conversation = store.create_conversation(title=title, owner=request.user)
+        conversation = new_conversation(request.user, data.validated_data.get("title", "").strip())
         return _created(conversation, _summary(conversation))
 
 
@@ -229,7 +235,7 @@ class ConversationDetailView(WriteThrottled, ApiView):
         conversation = self.get_object()
         data = s.RenameRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        store.rename_conversation(conversation, redact_text(data.validated_data["title"]))
+        rename_conversation(conversation, data.validated_data["title"])
         return Response(_summary(conversation))
 
     @extend_schema(
@@ -243,7 +249,7 @@ class ConversationDetailView(WriteThrottled, ApiView):
     def delete(self, request: Request, id: Any) -> Response:
         conversation = self.get_object()
         try:
-            store.delete_conversation(conversation)
+            delete_conversation(conversation)
         except store.ConversationBusy as exc:
             raise ValidationError({"conversation": str(exc)}) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -446,8 +452,8 @@ class ImportView(ApiView):
                                                  f"{', '.join(uploads.RECORDINGS)}"})
         copy = _flag(data.get("copy") if hasattr(data, "get") else None,
                      request.query_params.get("copy"))
-        results = uploads.import_files(files, owner=request.user, format=fmt,
-                                       recordings=grouping, copy=copy)
+        results = import_files(files, owner=request.user, format=fmt,
+                                      recordings=grouping, copy=copy)
         if "application/x-ndjson" in request.headers.get("Accept", ""):
             # Each conversation as it is stored: a client still connected when the server
             # stops has every line of what was stored before.
@@ -533,6 +539,8 @@ class _IngestBase(ApiView):
             provider, [ResponseFile("body", raw, context)], owner=request.user,
             title=title, prompt=prompt, conversation=conversation,
         )
+        if conversation is None:
+            announce_created(summary.conversation)
         turn = summary.turn
         agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
         if turn.model_provenance:
@@ -629,8 +637,7 @@ class TurnForkView(ApiView):
         data = s.TurnForkRequestSerializer(data=request.data or {})
         data.is_valid(raise_exception=True)
         title = data.validated_data.get("title")
-        forked = fork(source, index, owner=request.user,
-                      title=redact_text(title) if title is not None else None)
+        forked = fork_conversation(source, index, owner=request.user, title=title)
         return _created(forked, _summary(forked))
 
 
@@ -653,10 +660,8 @@ class ForkView(ApiView):
         data = s.ForkRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         title = data.validated_data.get("title")
-        forked = fork(
-            source, data.validated_data["at_turn"], owner=request.user,
-            title=redact_text(title) if title is not None else None,
-        )
+        forked = fork_conversation(source, data.validated_data["at_turn"], owner=request.user,
+                             title=title)
         return _created(forked, _summary(forked))
 
 

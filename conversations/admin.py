@@ -32,7 +32,9 @@ from django.utils.text import smart_split, unescape_string_literal
 from rest_framework.authtoken.models import TokenProxy
 
 import providers
-from conversations import store
+from conversations.actions.delete import delete_conversation
+from conversations.actions.owner import set_owner
+from conversations.actions.rename import rename_conversation
 from conversations.admin_list import LeanListAdmin, change_url, timestamp
 from conversations.domains import DOMAIN
 from conversations.models import (
@@ -487,19 +489,19 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
 
     def save_model(self, request: HttpRequest, obj: Conversation, form: Any,
                    change: bool) -> None:
-        # Title and owner are the editable fields: changed through the store, which keeps the
-        # list's search index and filter counts in step.
+        # Title and owner are the editable fields: changed through the actions (the store keeps
+        # the list's search index and filter counts in step; open pages are told).
         if "title" in form.changed_data:
-            store.rename_conversation(obj, obj.title)
+            rename_conversation(obj, obj.title)
         if "owner" in form.changed_data:
-            store.set_owner(obj, obj.owner)
+            set_owner(obj, obj.owner)
 
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
-        store.delete_conversation(obj)
+        delete_conversation(obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for conversation in queryset:
-            store.delete_conversation(conversation)
+            delete_conversation(conversation)
 
     @admin.display(description="conversation", ordering="title")
     def title_or_id(self, obj: Conversation) -> str:

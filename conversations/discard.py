@@ -13,6 +13,7 @@ from typing import Any
 from django.core.cache import cache
 
 from conversations import store
+from conversations.actions.delete import delete_conversation
 from conversations.models import Conversation
 
 log = logging.getLogger("turnscope.discard")
@@ -50,7 +51,7 @@ def discard_if_marked(conversation: Conversation) -> bool:
     if not marked(conversation.pk):
         return False
     try:
-        store.delete_conversation(conversation)
+        delete_conversation(conversation)
     except (store.ConversationBusy, Conversation.DoesNotExist) as exc:
         log.warning("discard when done: %s kept (%s)", conversation.pk, exc)
         return False

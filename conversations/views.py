@@ -29,10 +29,12 @@ from conversations import (
     upload_limits,
     uploads,
 )
+from conversations.actions.create import import_files, new_conversation
+from conversations.actions.delete import delete_conversation
+from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation, Event
 from conversations.rendering import ENTRY_POINT_POLICY, search_entry_point_document
 from conversations.responses import streaming_response
-from guards import redaction
 from streams.bodies import ArtifactBody
 
 log = logging.getLogger("turnscope.views")
@@ -142,9 +144,7 @@ def turn_window_fragment(request: HttpRequest, conversation_id: str) -> HttpResp
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
     """The list's "New conversation": an empty one, then its composer."""
-    title = request.POST.get("title", "").strip()[:300]
-    conversation = store.create_conversation(title=redaction.redact_text(title),
-                                             owner=request.user)
+    conversation = new_conversation(request.user, request.POST.get("title", "").strip())
     return redirect(reverse("conversation-detail", args=[conversation.pk]) + "#composer")
 
 
@@ -329,8 +329,8 @@ def _upload(request: HttpRequest) -> HttpResponse:
     if not files:
         return JsonResponse({"detail": "No file was uploaded."}, status=400)
     copy = request.POST.get("copy") in ("1", "on", "true")
-    results = uploads.import_files(files, owner=request.user, format=fmt, recordings=grouping,
-                                   copy=copy)
+    results = import_files(files, owner=request.user, format=fmt, recordings=grouping,
+                                  copy=copy)
     if "application/x-ndjson" in request.headers.get("Accept", ""):
         return streaming_response(request, uploads.result_lines(results, files, _url),
                                   "application/x-ndjson")
@@ -354,7 +354,7 @@ def conversation_rename(request: HttpRequest, conversation_id: str) -> HttpRespo
     if "\x00" in title or len(title) > 300:
         messages.error(request, "A title is at most 300 characters.")
     else:
-        store.rename_conversation(conversation, redaction.redact_text(title))
+        rename_conversation(conversation, title)
         messages.success(request, "Renamed.")
     return redirect("conversation-detail", conversation.pk)
 
@@ -401,7 +401,7 @@ def _delete(request: HttpRequest, conversations: list[Conversation]) -> HttpResp
     deleted, busy = 0, []
     for conversation in conversations:
         try:
-            store.delete_conversation(conversation)
+            delete_conversation(conversation)
             deleted += 1
         except store.ConversationBusy:
             busy.append(conversation.title or str(conversation.pk))

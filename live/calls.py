@@ -40,7 +40,9 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, ingest, limits, replay, store
+from conversations import forking, ingest, limits, replay
+from conversations.actions.create import fork_conversation
+from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation, Event, Turn
 from guards import redaction
 from live import admission, services
@@ -293,8 +295,7 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
                             ) from None
         if not locked.title.strip() and ask.prompt.strip():
             # An untitled conversation is titled from its first prompt, as the proxy does.
-            store.rename_conversation(locked, redaction.redact_text(
-                ingest.title_for(ask.prompt, [], EventBuilder())))
+            rename_conversation(locked, ingest.title_for(ask.prompt, [], EventBuilder()))
         opened = live_runner.open_turns(locked, ask.prompt, None,
                                         agent_id=RECORDED_AGENT if recorded else None)
         # who was asked, for the page of a turn that fails before a response names its model
@@ -332,8 +333,7 @@ def fork_at(conversation: Conversation, index: int, owner: Any, title: str | Non
             ) -> Conversation:
     """A new conversation of ``owner``'s holding the turns 0..``index``."""
     try:
-        return forking.fork(conversation, index, owner=owner,
-                            title=redaction.redact_text(title) if title is not None else None)
+        return fork_conversation(conversation, index, owner=owner, title=title)
     except forking.ForkError as exc:
         raise CallError(str(exc)) from None
 

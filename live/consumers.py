@@ -22,6 +22,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from conversations.actions import announce
 from conversations.models import Conversation
 from live import protocol, state
 from live.hub import hub
@@ -89,7 +90,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await hub().leave(self.group, self)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.conversation is None:
+        if self.group is None:
             return
         if bytes_data is not None:
             await self.close(code=CLOSE_UNSUPPORTED)
@@ -111,7 +112,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         if message["type"] == "ping":
             await self.send(text_data=protocol.dumps({"type": "pong", "ts": protocol.now_ts()}))
-        else:
+        elif self.conversation is not None:
             snapshot = await state.shared_conversation_state(self.conversation, message["after"])
             await self.send(text_data=protocol.dumps(snapshot))
 
@@ -123,7 +124,27 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return self._window_count <= RATE_LIMIT
 
     async def live_message(self, event: dict[str, Any]) -> None:
-        """A message the turn runner published to this conversation's group (from the hub)."""
+        """A message the turn runner or an action published to this group (from the hub)."""
         text = event.get("text")
         if isinstance(text, str):
             await self.send(text_data=text)
+
+
+class ListConsumer(LiveConsumer):
+    """The conversation list's websocket, ``/ws/conversations/``: what the actions announce to
+    the viewer's own conversations (``conversations.actions.announce.owner_group``: added,
+    renamed, removed). Nothing to resync: the list is a page of a search, and a page that
+    lost its socket says it may be out of date. The same guards on what a browser sends."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.group = announce.owner_group(user.pk)
+        self._bad = 0
+        self._window_start = time.monotonic()
+        self._window_count = 0
+        await hub().join(self.group, self)
+        await self.send(text_data=protocol.dumps({"type": "hello", "ts": protocol.now_ts()}))

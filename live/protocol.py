@@ -17,7 +17,10 @@ Server -> browser (JSON text frames); every message carries sequence information
   opened the block. A delta_seq > last seen + 1 is a gap.
 * ``batch``  several of the above in order, one frame: ``{"type": "batch", "messages": [...]}``
   (what one ~50 ms window of a turn produced: events, then the delta, then a turn change).
-* ``state``  answer to ``sync``: the same document as ``GET /c/<id>/state/``.
+* ``state``  answer to ``sync``: the same document as ``GET /c/<id>/state/`` (it holds the
+  conversation's ``title`` and ``shown`` title too).
+* ``conversation`` what a business action changed (a rename, a delete), announced on commit:
+  ``conversations.actions.announce`` describes it.
 * ``pong``, ``error`` (``{"type": "error", "error": "..."}``).
 
 Browser -> server (text frames, at most ``MAX_CLIENT_MESSAGE`` bytes, JSON objects only):
@@ -28,14 +31,15 @@ ever forwarded to the channel layer.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import orjson
 
+from conversations.actions import announce
+
 MAX_CLIENT_MESSAGE = 1024  # bytes
 CLIENT_TYPES = frozenset({"ping", "sync"})
-GROUP_MESSAGE_TYPE = "live.message"  # handled by LiveConsumer.live_message
+GROUP_MESSAGE_TYPE = announce.GROUP_MESSAGE_TYPE  # handled by LiveConsumer.live_message
 
 
 class InvalidClientMessage(ValueError):
@@ -43,7 +47,7 @@ class InvalidClientMessage(ValueError):
 
 
 def group_name(conversation_id: Any) -> str:
-    return f"conv.{uuid.UUID(str(conversation_id)).hex}"
+    return announce.conversation_group(conversation_id)
 
 
 def dumps(message: dict[str, Any]) -> str:

@@ -10,21 +10,23 @@ from channels.db import database_sync_to_async
 from django.db.models import Max
 
 from conversations import provenance, streaming
+from conversations.actions import announce
 from conversations.models import Conversation, Turn
 from live import recovery
 
 
 def conversation_state(conversation: Conversation, after: int = 0) -> dict[str, Any]:
-    """``{"conversation", "last_seq", "turns": [...], "tails": {turn id: tail}}``.
+    """``{"conversation", "last_seq", "title", "shown", "turns": [...], "tails": {turn id:
+    tail}}``.
 
     ``last_seq`` is read before the turns, so it never claims more than the turns show; turns
     that changed after it are simply fetched again later. ``turns[].last_seq`` is the turn's
     newest event seq, ``changed`` says whether it is newer than ``after``.
     """
-    last_seq = (
-        Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", flat=True).get()
-        - 1
+    next_seq, title = (
+        Conversation.objects.filter(pk=conversation.pk).values_list("next_seq", "title").get()
     )
+    last_seq = next_seq - 1
     # Every connecting viewer asks for this: two queries, no model instances.
     turns = []
     for id_, index, role, status, end_reason, provider, model, newest in (
@@ -50,6 +52,8 @@ def conversation_state(conversation: Conversation, after: int = 0) -> dict[str, 
         "type": "state",
         "conversation": str(conversation.pk),
         "last_seq": last_seq,
+        # the title as a rename left it: a page that missed the announcement catches up
+        "title": title, "shown": announce.shown_title(title),
         "turns": turns,
         "tails": streaming.current_tails(streaming_ids),
     }

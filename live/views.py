@@ -18,6 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from conversations import compare, discard
+from conversations.actions.create import announce_created
 from conversations.models import Conversation, Turn
 from guards import ratelimit
 from live import calls, runner, state
@@ -70,6 +71,7 @@ async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpRespons
         speed = 1.0
     speed = min(max(speed, 0.1), 100.0)
     target = await sync_to_async(runner.create_replay_target)(source, user)
+    await sync_to_async(announce_created)(target)
     if request.POST.get("discard"):
         await sync_to_async(discard.mark)(target.pk)
     runner.spawn(_replay(source, target, speed), name=f"replay-{target.pk}")

@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 
 import providers
 from conversations import ingest, provenance, store
+from conversations.actions.create import announce_created
 from conversations.models import Conversation, Turn
 from guards import redaction
 from otlp import spans
@@ -93,6 +94,7 @@ def _store(user: Any, call: spans.Call) -> Turn:
     conversation = _threaded(user, call)
     if conversation is None and call.session:  # a new session: a new conversation
         conversation = store.create_conversation(title=_title(call, exchange), owner=user)
+        announce_created(conversation)
     placement = threads.place(user, exchange, conversation, fallback_title=_title(call, exchange))
     prompt = placement.prompt or placement.before
     bookkeeping = call.bookkeeping

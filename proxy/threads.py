@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations import ingest, store
+from conversations.actions.create import announce_created
 from conversations.models import Conversation, Event, Turn
 from proxy.messages import Exchange, History, history_key, normalize
 from proxy.models import Thread
@@ -70,6 +71,7 @@ def place(user: Any, exchange: Exchange, conversation: Conversation | None, *,
                  if exchange.prompt_text else "")
         conversation = store.create_conversation(
             title=title or fallback_title or "Untitled", owner=user)
+        announce_created(conversation)
     return Placement(conversation, prompt=exchange.prompt)
 
 

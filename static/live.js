@@ -417,13 +417,49 @@
       case "state":
         applyState(m);
         break;
+      case "conversation":                                        // a business action's
+        if (m.op === "update") showTitle(m.title, m.shown);
+        else if (m.op === "remove") showDeleted();
+        break;
       default:
         break;                                                    // pong, error
     }
   }
 
+  // ---------------------------------------------------------------------- the conversation
+
+  // A rename (announced, or read from the state document after a reconnect): the heading, the
+  // tab's title and the rename form's value (unless it is being edited).
+  function showTitle(title, shown) {
+    if (typeof title !== "string") return;
+    var heading = document.querySelector(".conversation-head h1");
+    if (heading) heading.textContent = shown || "Untitled conversation";
+    document.title = (shown || "Conversation") + " · Turnscope";
+    var input = document.getElementById("rename-title");
+    if (input && document.activeElement !== input) { input.value = title; input.defaultValue = title; }
+    main.dataset.title = title;
+  }
+
+  // Deleted (here or in another tab): say so where the page begins, and stop following it.
+  function showDeleted() {
+    if (main.dataset.deleted === "yes") return;
+    main.dataset.deleted = "yes";
+    var notice = document.createElement("p");
+    notice.className = "notice bad";
+    notice.setAttribute("role", "alert");
+    notice.dataset.deletedNotice = "";
+    notice.textContent = "This conversation was deleted. What is shown here is no longer stored.";
+    main.insertBefore(notice, main.firstChild);
+    var forms = main.querySelectorAll("form button, form input, form select, form textarea");
+    for (var i = 0; i < forms.length; i++) forms[i].disabled = true;
+    live.stopped = true;
+    setState("deleted");
+    if (live.ws) { var ws = live.ws; live.ws = null; ws.close(1000, "deleted"); }
+  }
+
   function applyState(s) {
     var before = live.lastSeq;
+    if (s.title !== undefined && s.title !== main.dataset.title) showTitle(s.title, s.shown);
     (s.turns || []).forEach(function (t) {
       var view = live.turns[t.id];
       if (!view || !view.el) {

@@ -1,0 +1,110 @@
+"""Telling open pages what an action changed, on commit, through the live channel layer.
+
+The messages go to the groups the live runner publishes to (``conversation_group``: a
+conversation's page, ``live.consumers.LiveConsumer``) and to one group per owner
+(``owner_group``: the conversation list, ``live.consumers.ListConsumer``). Server -> browser,
+beside ``live.protocol``'s messages:
+
+* ``{"type": "conversation", "op": "add", "conversation", "title", "shown"}`` (owner group): a
+  conversation was created (a fork, an import);
+* ``{"type": "conversation", "op": "update", "conversation", "title", "shown"}`` (both): it was
+  renamed; ``title`` is the stored title, ``shown`` it as plain text (what pages show);
+* ``{"type": "conversation", "op": "remove", "conversation"}`` (both): it was deleted.
+
+Announcing is the fast path and may drop (the layer is down, the message expires): the
+database stays the truth, and a page that reconnects reads the title again from the state
+document. A message is sent only once its transaction has committed, so a page never shows a
+change that was rolled back, and one that refetches on it reads the change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from conversations.rendering.plain import plain_line
+
+log = logging.getLogger("turnscope.live")
+
+GROUP_MESSAGE_TYPE = "live.message"  # handled by the consumers' live_message
+SEND_TIMEOUT = 2.0  # seconds: a layer that hangs must not hold the request that committed
+
+
+def conversation_group(conversation_id: Any) -> str:
+    return f"conv.{uuid.UUID(str(conversation_id)).hex}"
+
+
+def owner_group(owner_id: Any) -> str:
+    return f"owner.{int(owner_id)}"
+
+
+def shown_title(title: str) -> str:
+    """A title as the pages show it (the markdown syntax of a title taken from a message is
+    not shown); empty when there is nothing to show, and each page says "Untitled" its way."""
+    return plain_line(title or "").strip()
+
+
+def added(conversation_id: Any, owner_id: Any, title: str) -> None:
+    announce({"type": "conversation", "op": "add", "conversation": str(conversation_id),
+              "title": title, "shown": shown_title(title)}, owner=owner_id)
+
+
+def updated(conversation_id: Any, owner_id: Any, title: str) -> None:
+    announce({"type": "conversation", "op": "update", "conversation": str(conversation_id),
+              "title": title, "shown": shown_title(title)},
+             conversation=conversation_id, owner=owner_id)
+
+
+def removed(conversation_id: Any, owner_id: Any) -> None:
+    announce({"type": "conversation", "op": "remove", "conversation": str(conversation_id)},
+             conversation=conversation_id, owner=owner_id)
+
+
+def announce(message: dict[str, Any], *, conversation: Any = None, owner: Any = None) -> None:
+    """Send ``message`` to the conversation's and the owner's groups once the current
+    transaction commits (at once outside one). A conversation without an owner has no list
+    to tell."""
+    groups = []
+    if conversation is not None:
+        groups.append(conversation_group(conversation))
+    if owner is not None:
+        groups.append(owner_group(owner))
+    if not groups:
+        return
+    transaction.on_commit(lambda: send(groups, message), robust=True)
+
+
+def send(groups: Sequence[str], message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    text = orjson.dumps({**message, "ts": round(time.time() * 1000, 3)}).decode()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is not None:  # committed on an event loop's own thread: send from it
+            loop.create_task(_send(layer, groups, text))
+        else:
+            async_to_sync(_send)(layer, groups, text)
+    except Exception:  # never the committed action's failure: pages resync from the store
+        log.warning("announcing %s failed", message.get("type"), exc_info=True)
+
+
+async def _send(layer: Any, groups: Sequence[str], text: str) -> None:
+    try:
+        async with asyncio.timeout(SEND_TIMEOUT):
+            for group in groups:
+                await layer.group_send(group, {"type": GROUP_MESSAGE_TYPE, "text": text})
+    except Exception:
+        log.warning("announcing to %s failed", ", ".join(groups), exc_info=True)

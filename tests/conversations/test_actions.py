@@ -1,0 +1,256 @@
+"""Every business action writes and announces: what an open page held before, plus what the
+action announced, is what a fresh fetch shows (as Zulip's ``verify_action``).
+
+The page models below do what ``static/live.js`` (a conversation's page) and ``static/list.js``
+(the conversation list) do with the messages; the fresh fetch reads what those pages would
+load again: the state document (``live.state``) and the list's rows (``reading``). The
+messages are received through the configured channel layer (the in-memory one, or Redis when
+``REDIS_URL`` is set), subscribed to the groups those pages follow before the action; the
+database is SQLite, or PostgreSQL when ``DATABASE_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+
+from conversations import reading, store, uploads
+from conversations.actions import announce
+from conversations.actions.create import (
+    announce_created,
+    fork_conversation,
+    import_files,
+    new_conversation,
+)
+from conversations.actions.delete import delete_conversation
+from conversations.actions.owner import set_owner
+from conversations.actions.rename import rename_conversation
+from conversations.models import Conversation
+from live import bundled, calls, runner, state
+from tests.live.helpers import unbatch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# -- what the pages hold, and a fresh fetch of it ---------------------------------------------
+
+
+def fetch(owner: Any, watched: list[Any]) -> dict[str, Any]:
+    """What the owner's list and each watched conversation's page show when loaded now."""
+    rows = reading.conversation_rows(owner).values_list("pk", "title")
+    pages: dict[str, Any] = {}
+    for pk in watched:
+        conversation = Conversation.objects.filter(pk=pk).first()
+        if conversation is None:
+            pages[str(pk)] = {"deleted": True}
+            continue
+        doc = state.conversation_state(conversation)
+        pages[str(pk)] = {"deleted": False, "title": doc["title"], "shown": doc["shown"],
+                          "turns": {t["id"]: t["status"] for t in doc["turns"]}}
+    return {"list": {str(pk): announce.shown_title(title) for pk, title in rows},
+            "pages": pages}
+
+
+def apply(held: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """``held`` after ``messages``, as the pages apply them (``group`` says whose they are)."""
+    held = copy.deepcopy(held)
+    for group, m in messages:
+        if group == "list" and m["type"] == "conversation":
+            if m["op"] in ("add", "update"):
+                held["list"][m["conversation"]] = m["shown"]
+            elif m["op"] == "remove":
+                held["list"].pop(m["conversation"], None)
+            continue
+        page = held["pages"][group]
+        if page.get("deleted"):
+            continue  # a page that says it was deleted stops following
+        if m["type"] == "conversation" and m["op"] == "update":
+            page["title"], page["shown"] = m["title"], m["shown"]
+        elif m["type"] == "conversation" and m["op"] == "remove":
+            held["pages"][group] = {"deleted": True}
+        elif m["type"] == "turn":
+            page["turns"][m["turn"]] = m["status"]
+    return held
+
+
+def verify_action(action: Callable[[], Any], owner: Any, watched: list[Any],
+                  owners: list[Any] | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """Run ``action`` (sync, or a coroutine function) while listening where the owner's list
+    and the ``watched`` conversations' pages listen; then check that the state before plus the
+    messages equals a fresh fetch, and that the action changed what a page shows (so the
+    check cannot pass on an action that did nothing). ``owners``: further lists to check
+    (each checked the same way). The action's result and the messages."""
+    layer = get_channel_layer()
+    everyone = [owner, *(owners or [])]
+
+    async def go() -> tuple[Any, list[Any], list[Any], list[Any]]:
+        subscriptions = []
+        for group, name in [
+            *[(f"list:{o.pk}", announce.owner_group(o.pk)) for o in everyone],
+            *[(str(pk), announce.conversation_group(pk)) for pk in watched],
+        ]:
+            channel = await layer.new_channel()
+            await layer.group_add(name, channel)
+            subscriptions.append((group, name, channel))
+        # subscribed first, then the state: what changes after it comes as messages
+        befores = [await sync_to_async(fetch)(o, watched) for o in everyone]
+        if inspect.iscoroutinefunction(action):
+            result = await action()
+        else:
+            result = await sync_to_async(action)()
+        received: list[tuple[str, dict[str, Any]]] = []
+        for group, name, channel in subscriptions:
+            while True:
+                try:
+                    async with asyncio.timeout(0.3):
+                        message = await layer.receive(channel)
+                except TimeoutError:
+                    break
+                for m in unbatch(orjson.loads(message["text"])):
+                    received.append((group, m))
+            await layer.group_discard(name, channel)
+        afters = [await sync_to_async(fetch)(o, watched) for o in everyone]
+        return result, befores, afters, received
+
+    result, befores, afters, received = async_to_sync(go)()
+    for who, before, after in zip(everyone, befores, afters, strict=True):
+        mine = [(("list" if g == f"list:{who.pk}" else g), m) for g, m in received
+                if not g.startswith("list:") or g == f"list:{who.pk}"]
+        assert apply(before, mine) == after
+    assert befores != afters, "the action changed nothing a page shows"
+    return result, [m for _g, m in received]
+
+
+# -- the actions -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("owner", password="pw-owner-123")
+
+
+@pytest.fixture
+def stranger(django_user_model):
+    return django_user_model.objects.create_user("stranger", password="pw-stranger-123")
+
+
+@pytest.fixture
+def tides(owner):
+    [(_sample, conversation, _)] = bundled.load(owner, only=["anthropic-tides"])
+    return conversation
+
+
+def test_rename_reaches_the_page_and_the_list(owner, tides):
+    _, messages = verify_action(lambda: rename_conversation(tides, "## **Tide tables**"),
+                                owner, [tides.pk])
+    assert {(m["op"], m["title"], m["shown"]) for m in messages} == {
+        ("update", "## **Tide tables**", "Tide tables")}
+    assert len(messages) == 2  # the page's group and the owner's list
+
+
+def test_rename_redacts_what_it_stores_and_announces(owner, tides):
+    key = "sk-ant-api03-" + "Q" * 40
+    _, messages = verify_action(lambda: rename_conversation(tides, f"mine {key}"), owner,
+                                [tides.pk])
+    assert all(key not in m["title"] for m in messages)
+    assert key not in Conversation.objects.get(pk=tides.pk).title
+
+
+def test_delete_tells_the_page_and_the_list(owner, tides):
+    other = store.create_conversation(title="kept", owner=owner)
+    deleted, messages = verify_action(lambda: delete_conversation(tides), owner,
+                                      [tides.pk, other.pk])
+    assert deleted.conversation == tides.pk
+    assert [m["op"] for m in messages] == ["remove", "remove"]
+
+
+def test_a_refused_delete_announces_nothing(owner, tides):
+    """A turn still streaming: the delete is refused, nothing was committed, nothing said."""
+    from conversations.models import Turn
+
+    Turn.objects.filter(conversation=tides, role="agent").update(status="streaming")
+
+    def refused():
+        with pytest.raises(store.ConversationBusy):
+            delete_conversation(tides)
+
+    with pytest.raises(AssertionError, match="changed nothing"):
+        verify_action(refused, owner, [tides.pk])
+
+
+def test_a_rename_rolled_back_announces_nothing(owner, tides):
+    from django.db import transaction
+
+    def rolled_back():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            rename_conversation(tides, "never")
+            raise RuntimeError("the request failed after the rename")
+
+    with pytest.raises(AssertionError, match="changed nothing"):
+        verify_action(rolled_back, owner, [tides.pk])
+
+
+def test_fork_adds_to_the_list_and_leaves_the_source_page(owner, tides):
+    forked, messages = verify_action(
+        lambda: fork_conversation(tides, 0, owner=owner, title="a branch"), owner, [tides.pk])
+    assert [(m["op"], m["conversation"]) for m in messages] == [("add", str(forked.pk))]
+
+
+def test_new_conversation_is_added(owner):
+    created, messages = verify_action(lambda: new_conversation(owner, "blank"), owner, [])
+    assert [(m["op"], m["shown"]) for m in messages] == [("add", "blank")]
+    assert created.title == "blank"
+
+
+def test_import_adds_each_conversation_stored(owner):
+    raw = (bundled.SAMPLES_DIR / "openai-sourdough.sse").read_bytes()
+    files = [uploads.Upload("one.sse", lambda: __import__("io").BytesIO(raw), len(raw))]
+    results, messages = verify_action(
+        lambda: list(import_files(files, owner=owner, format="auto")), owner, [])
+    [done] = [r for r in results if isinstance(r, uploads.Imported)]
+    assert [(m["op"], m["conversation"]) for m in messages] == [("add", str(done.conversation.pk))]
+    # imported again: already there, nothing stored, nothing announced
+    with pytest.raises(AssertionError, match="changed nothing"):
+        verify_action(lambda: list(import_files(files, owner=owner)), owner, [])
+
+
+def test_a_replay_target_is_announced(owner, tides):
+    target, _ = verify_action(lambda: announce_created(runner.create_replay_target(tides, owner)),
+                              owner, [])
+    assert target is None
+
+
+def test_giving_a_conversation_away_moves_it_between_lists(owner, stranger, tides):
+    _, messages = verify_action(lambda: set_owner(tides, stranger), owner, [],
+                                owners=[stranger])
+    assert sorted(m["op"] for m in messages) == ["add", "remove"]
+
+
+def test_stop_reaches_the_page(owner, tides):
+    """Stop ends the streaming turn interrupted: the runner announces the turn's change (the
+    replay streams on the harness's loop, slowly, until Stop)."""
+    sample = bundled.sample("anthropic-tides")
+
+    async def replay_then_stop() -> Any:
+        replaying = asyncio.ensure_future(runner.run_recording(
+            tides, sample.provider, list(sample.responses), prompt="again", speed=0.05))
+        for _ in range(500):  # until its turn is open
+            if await sync_to_async(calls.streaming_turn)(tides) is not None:
+                break
+            await asyncio.sleep(0.02)
+        turn = await calls.stop(tides)
+        await asyncio.wait([replaying], timeout=10)
+        return turn
+
+    turn, messages = verify_action(replay_then_stop, owner, [tides.pk])
+    assert turn is not None
+    assert Conversation.objects.get(pk=tides.pk).turns.get(pk=turn.pk).status == "interrupted"
+    assert any(m["type"] == "turn" and m["status"] == "interrupted" for m in messages)
