@@ -37,6 +37,11 @@ log = logging.getLogger("turnscope.live")
 
 GROUP_MESSAGE_TYPE = "live.message"  # handled by the consumers' live_message
 SEND_TIMEOUT = 2.0  # seconds: a layer that hangs must not hold the request that committed
+QUIET_AFTER_FAILURE = 5.0  # seconds: announcements dropped at once after a failed send
+
+# When a send last failed: an import of a hundred conversations with Redis down waits on it
+# once, not a hundred times (live.publish backs off the same way for the runner).
+_failed_at = -QUIET_AFTER_FAILURE
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -85,7 +90,7 @@ def announce(message: dict[str, Any], *, conversation: Any = None, owner: Any = 
 
 def send(groups: Sequence[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or time.monotonic() - _failed_at < QUIET_AFTER_FAILURE:
         return
     text = orjson.dumps({**message, "ts": round(time.time() * 1000, 3)}).decode()
     try:
@@ -98,7 +103,7 @@ def send(groups: Sequence[str], message: dict[str, Any]) -> None:
         else:
             async_to_sync(_send)(layer, groups, text)
     except Exception:  # never the committed action's failure: pages resync from the store
-        log.warning("announcing %s failed", message.get("type"), exc_info=True)
+        _failed()
 
 
 async def _send(layer: Any, groups: Sequence[str], text: str) -> None:
@@ -107,4 +112,11 @@ async def _send(layer: Any, groups: Sequence[str], text: str) -> None:
             for group in groups:
                 await layer.group_send(group, {"type": GROUP_MESSAGE_TYPE, "text": text})
     except Exception:
-        log.warning("announcing to %s failed", ", ".join(groups), exc_info=True)
+        _failed()
+
+
+def _failed() -> None:
+    global _failed_at
+    log.warning("announcing failed: what changed is not announced for %.0f s (pages read it "
+                "when they load or reconnect)", QUIET_AFTER_FAILURE, exc_info=True)
+    _failed_at = time.monotonic()

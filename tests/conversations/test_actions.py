@@ -254,3 +254,21 @@ def test_stop_reaches_the_page(owner, tides):
     assert turn is not None
     assert Conversation.objects.get(pk=tides.pk).turns.get(pk=turn.pk).status == "interrupted"
     assert any(m["type"] == "turn" and m["status"] == "interrupted" for m in messages)
+
+
+def test_a_layer_that_fails_never_fails_the_action(owner, tides, monkeypatch, caplog):
+    """The rename is committed and answered; the announcement is dropped, and so are those
+    that follow for a while (no wait on a dead layer per conversation of an import)."""
+    sent = []
+
+    class Broken:
+        async def group_send(self, group, message):
+            sent.append(group)
+            raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(announce, "get_channel_layer", Broken)
+    monkeypatch.setattr(announce, "_failed_at", -announce.QUIET_AFTER_FAILURE)
+    rename_conversation(tides, "first")
+    rename_conversation(tides, "second")
+    assert Conversation.objects.get(pk=tides.pk).title == "second"
+    assert len(sent) == 1 and "announcing failed" in caplog.text
