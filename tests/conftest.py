@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# No per-example deadline: on a loaded 2-core machine an example past Hypothesis's 200 ms failed
+# tests that check behaviour, not speed (speed is bench/'s job).
+hypothesis_settings.register_profile("turnscope", deadline=None)
+hypothesis_settings.load_profile("turnscope")
 
 
 @pytest.fixture(autouse=True)
