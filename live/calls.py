@@ -45,7 +45,7 @@ from conversations.actions.create import fork_conversation
 from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation, Event, Turn
 from guards import redaction
-from live import admission, services
+from live import admission, services, tasks, turn_writes
 from live import runner as live_runner
 from providers import registry
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
@@ -296,7 +296,7 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
         if not locked.title.strip() and ask.prompt.strip():
             # An untitled conversation is titled from its first prompt, as the proxy does.
             rename_conversation(locked, ingest.title_for(ask.prompt, [], EventBuilder()))
-        opened = live_runner.open_turns(locked, ask.prompt, None,
+        opened = turn_writes.open_turns(locked, ask.prompt, None,
                                         agent_id=RECORDED_AGENT if recorded else None)
         # who was asked, for the page of a turn that fails before a response names its model
         agent = opened[-1][0]
@@ -364,8 +364,6 @@ def streaming_turn(conversation: Conversation) -> Turn | None:
     return conversation.turns.filter(status=Turn.Status.STREAMING).order_by("-index").first()
 
 
-stop_key = live_runner.stop_key
-
 
 async def stop(conversation: Conversation) -> Turn | None:
     """Stop the conversation's streaming turn (None when none streams). It ends interrupted
@@ -374,11 +372,11 @@ async def stop(conversation: Conversation) -> Turn | None:
     if turn is None:
         return None
     # a live call's task, or whatever else streams it here (a replay, the demo's)
-    task = _tasks.get(str(turn.pk)) or live_runner.driving(turn.pk)
+    task = _tasks.get(str(turn.pk)) or tasks.driving(turn.pk)
     if task is not None:
         task.cancel()
     else:  # its task runs in another process: it watches this flag
-        await sync_to_async(cache.set)(stop_key(turn.pk), True, 600)
+        await sync_to_async(cache.set)(tasks.stop_key(turn.pk), True, 600)
     return turn
 
 
@@ -428,7 +426,7 @@ _tasks: dict[str, asyncio.Task[Any]] = {}
 def _spawn(coro: Any, turn: Turn) -> None:
     """A task in a context of its own: started from a view's thread (``async_to_sync``), a
     copied context would route its database work to that request's thread, gone by then."""
-    task = contextvars.Context().run(live_runner.spawn, coro, f"call-{turn.pk}")
+    task = contextvars.Context().run(tasks.spawn, coro, f"call-{turn.pk}")
     _tasks[str(turn.pk)] = task
     task.add_done_callback(lambda _: _tasks.pop(str(turn.pk), None))
 
@@ -462,11 +460,11 @@ class _Call:
             return self.turn
         finally:
             watch.cancel()
-            await sync_to_async(cache.delete)(stop_key(self.turn.pk))
+            await sync_to_async(cache.delete)(tasks.stop_key(self.turn.pk))
 
     async def _watch_stop(self, task: asyncio.Task[Any] | None) -> None:
         """A stop asked for in another process (``stop``'s cache flag) cancels this task."""
-        key = stop_key(self.turn.pk)
+        key = tasks.stop_key(self.turn.pk)
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)
             if await sync_to_async(cache.get, thread_sensitive=False)(key):

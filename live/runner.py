@@ -38,26 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import Any
 
-import orjson
-from asgiref.sync import sync_to_async
-from django.core.cache import caches
-from django.core.cache.backends.locmem import LocMemCache
-from django.db import transaction
-
-from conversations import provenance, store, streaming
+from conversations import provenance, streaming
 from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
 from conversations.rendering import live as live_text
 from guards import redaction
-from live import instances, protocol, publish, recovery, sources
-from live.models import RecordedExchange, Recording
+from live import protocol, publish, sources, tasks, turn_messages, turn_writes
+from live.heartbeat import Heartbeat
+from live.loop_io import db, off_loop, to_cache
 from streams import parts
-from streams.bodies import ActivityBody, ErrorBody
 from streams.builder import EventRecord
 from streams.run import TurnStream
 
@@ -65,151 +57,8 @@ log = logging.getLogger("turnscope.live")
 
 COALESCE_SECONDS = 0.05
 
-
-def _db(fn: Any) -> Any:
-    return sync_to_async(fn, thread_sensitive=True)
-
-
-# Work that needs no database connection, in a pool thread: it never waits behind DB work.
-_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
-
-
-async def _cache(fn: Any, *args: Any) -> bool:
-    """A cache write off the event loop, unless the cache is this process's memory (then an
-    inline call is cheaper than a thread hop). False if the cache failed: the turn goes on (the
-    database is the truth; the tail has its fallback there, see ``TurnRunner._write_tail``)."""
-    try:
-        if isinstance(caches["default"], LocMemCache):
-            fn(*args)
-        else:
-            await _off_loop(fn, *args)
-    except Exception:
-        streaming.cache_failed(getattr(fn, "__name__", "write"))
-        return False
-    return True
-
-
-def _beat_info() -> dict[str, Any]:
-    """Who runs the turn (asked each time: a worker may fork after import)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "instance": instances.current()}
-
-
-def open_turns(
-    conversation: Conversation,
-    prompt: str | Sequence[EventRecord],
-    recording: tuple[str, list[sources.WireResponse]] | None,
-    agent_id: str | None = None,
-    exchange: str | None = None,
-) -> list[tuple[Turn, list[Event]]]:
-    """The user turn holding ``prompt`` (when given: a text, or the user turn's events) and the
-    streaming agent turn after it (``agent_id`` its agent), with the recording behind the agent
-    turn and its first heartbeat: one transaction. Each turn comes with its events.
-    ``exchange``: the captured exchange (``live.capture``) the turn records, bound to it in the
-    same transaction (recording it again finds this turn)."""
-    if isinstance(prompt, str):
-        specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
-    else:
-        specs = [store.NewTurn(Turn.Role.USER, redaction.redact_records(prompt))] if prompt else []
-    specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING,
-                               agent_id=agent_id))
-    with transaction.atomic():
-        opened = store.open_turns(conversation, specs)
-        recovery.beat(opened[-1][0].pk, _beat_info())  # alive from its first moment
-        if exchange is not None:
-            RecordedExchange.objects.create(id=exchange, turn=opened[-1][0],
-                                            base_seq=_last_seq(conversation))
-        if recording:
-            provider, responses = recording
-            Recording.objects.create(
-                turn=opened[-1][0], provider=provider,
-                responses=orjson.dumps([r.as_dict() for r in responses]).decode(),
-            )
-    return opened
-
-
-def _resume_turn(
-    turn: Turn, before: Sequence[EventRecord], exchange: str | None = None
-) -> tuple[list[Event], list[Iterable[parts.Part]]]:
-    """Mark the finished agent ``turn`` streaming again and append ``before`` to it, in one
-    transaction; returns those events and the part stream that rebuilds what it held.
-    ``exchange``: as ``open_turns``'."""
-    [stored] = sources.event_responses(turn)
-    stored_parts = list(stored)  # read here, in the database thread
-    with transaction.atomic():
-        store.resume_turn(turn)
-        recovery.beat(turn.pk, _beat_info())
-        prime = _last_seq(turn.conversation)
-        events = store.append_events(turn, redaction.redact_records(before))
-        if exchange is not None:
-            RecordedExchange.objects.create(id=exchange, turn=turn, prime_seq=prime,
-                                            base_seq=events[-1].seq if events else prime)
-    return events, [stored_parts]
-
-
-def _write(
-    turn: Turn,
-    records: list[EventRecord],
-    model: tuple[str, str] | None,
-    finish: dict[str, Any] | None,
-) -> list[Event]:
-    """Append ``records``, record the ``model`` and ``finish`` the turn, whichever are given, in
-    one transaction. The credential scan runs here, in the database thread, not on the loop."""
-    records = redaction.redact_records(records)
-    if model is None and finish is None:
-        return store.append_events(turn, records)
-    with transaction.atomic():
-        events = store.append_events(turn, records)
-        if model is not None:
-            store.set_provenance(turn, *model)
-        if finish is not None:
-            store.finish_turn(turn, **finish)
-            recovery.stop_beating(turn.pk)  # as the failure and the reaper do: in the same commit
-    return events
-
-
-_open_turns_db = _db(open_turns)
-_resume_turn_db = _db(_resume_turn)
-_write_db = _db(_write)
-
-
-def _event_brief(event: Event) -> dict[str, Any]:
-    brief: dict[str, Any] = {"id": str(event.id), "seq": event.seq, "kind": event.kind,
-                             "incomplete": event.incomplete}
-    body = event.typed_body
-    if isinstance(body, ActivityBody):
-        brief["activity"] = {"id": body.id, "name": body.name, "state": body.state,
-                             "summary": body.summary}
-    return brief
-
-
-def _turn_message(turn: Turn, seq: int) -> dict[str, Any]:
-    return {
-        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
-        "status": turn.status, "end_reason": turn.end_reason or None,
-        "model": turn.model_provenance, "seq": seq,
-    }
-
-
-def _events_message(turn: Turn, events: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "type": "events", "turn": str(turn.pk), "index": turn.index,
-        "seq_from": events[0]["seq"], "seq_to": events[-1]["seq"], "events": events,
-    }
-
-
-def _opened_messages(
-    opened: list[tuple[Turn, list[Event]]], last_seq: int
-) -> list[dict[str, Any]]:
-    """What announces freshly opened turns, ``last_seq`` being the conversation's last event
-    seq after them: each turn (its seq covers what came before it), then its events."""
-    seq = last_seq - sum(len(events) for _, events in opened)
-    out: list[dict[str, Any]] = []
-    for turn, events in opened:
-        out.append(_turn_message(turn, seq))
-        if events:
-            out.append(_events_message(turn, [_event_brief(e) for e in events]))
-            seq = events[-1].seq
-    return out
+# Through a name of this module: a test slows the store down here (tests/live/test_runner.py).
+_write_db = db(turn_writes.write)
 
 
 async def _steps(
@@ -238,9 +87,6 @@ def _raise_if_cancelled() -> None:
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
 
-
-def _last_seq(conversation: Conversation) -> int:
-    return Conversation.objects.values_list("next_seq", flat=True).get(pk=conversation.pk) - 1
 
 
 class TurnRunner:
@@ -302,10 +148,7 @@ class TurnRunner:
         self._due = 0.0
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
-        # The heartbeat task, and what keeps one of its beats from landing after the finish
-        # (which deletes the turn's heartbeat): a beat writes under the lock.
-        self._beat_task: asyncio.Task[None] | None = None
-        self._beat_lock = asyncio.Lock()
+        self._heart: Heartbeat | None = None  # beats from the moment the turn is open
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -339,12 +182,13 @@ class TurnRunner:
             await self._announce(opened)
         else:
             await self._start(prompt, recording)
-        beat = self._beat_task = asyncio.create_task(self._heartbeat())
+        assert self._heart is not None
+        beat = self._heart.start()
         stream = self.stream
         me = asyncio.current_task()
         assert self.turn is not None
         if me is not None:
-            _driving[str(self.turn.pk)] = me
+            tasks.drive(self.turn.pk, me)
         try:
             for response in responses:
                 if stream.done:  # cut or failed: nothing continues it
@@ -369,8 +213,7 @@ class TurnRunner:
             raise
         finally:
             beat.cancel()
-            if _driving.get(str(self.turn.pk)) is me:
-                del _driving[str(self.turn.pk)]
+            tasks.release(self.turn.pk, me)
         return self.turn
 
     # -- steps -------------------------------------------------------------------------------
@@ -380,28 +223,33 @@ class TurnRunner:
         prompt: str | Sequence[EventRecord],
         recording: tuple[str, list[sources.WireResponse]] | None,
     ) -> None:
-        await self._announce(await _open_turns_db(self.conversation, prompt, recording, None,
-                                                  self.exchange))
+        opened = await db(turn_writes.open_turns)(self.conversation, prompt, recording, None,
+                                                  self.exchange)
+        await self._announce(opened)
 
     async def _announce(self, opened: list[tuple[Turn, list[Event]]]) -> None:
         self.turn = opened[-1][0]
         self.last_seq = self.conversation.next_seq - 1  # read under the row lock
         await self._write_tail()
-        await self._beat(in_database=False)
+        self._heart = Heartbeat(self.turn.pk)
+        await self._heart.beat(in_database=False)
         await publish.publish_all(self.conversation.pk,
-                                  _opened_messages(opened, self.last_seq), self.layer)
+                                  turn_messages.opened_messages(opened, self.last_seq), self.layer)
 
     async def _resume(self, turn: Turn, before: Sequence[EventRecord]) -> None:
-        events, stored = await _resume_turn_db(turn, before, self.exchange)
+        events, stored = await db(turn_writes.resume_turn)(turn, before, self.exchange)
         self.turn = turn
         self.stream.resume(stored[0], turn.responses_list)
         self._provenance_done = bool(turn.provider)  # recorded once, by the first response
-        self.last_seq = events[-1].seq if events else await _db(_last_seq)(self.conversation)
+        self.last_seq = (events[-1].seq if events
+                         else await db(turn_writes.last_seq)(self.conversation))
         await self._write_tail()
-        await self._beat(in_database=False)
-        out = [_turn_message(turn, self.last_seq - len(events))]
+        self._heart = Heartbeat(self.turn.pk)
+        await self._heart.beat(in_database=False)
+        out = [turn_messages.turn_message(turn, self.last_seq - len(events))]
         if events:
-            out.append(_events_message(turn, [_event_brief(e) for e in events]))
+            briefs = [turn_messages.event_brief(e) for e in events]
+            out.append(turn_messages.events_message(turn, briefs))
         await publish.publish_all(self.conversation.pk, out, self.layer)
 
     async def settle(self) -> None:
@@ -518,13 +366,13 @@ class TurnRunner:
         database (``StreamingTail``), until the cache takes a whole tail again."""
         assert self.turn is not None
         doc = self._tail_doc()
-        if await _cache(streaming.write_tail, self.turn.pk, doc):
+        if await to_cache(streaming.write_tail, self.turn.pk, doc):
             if self._tail_in_db:
                 self._tail_in_db = False
-                await _db(streaming.forget_db_tail)(self.turn.pk)
+                await db(streaming.forget_db_tail)(self.turn.pk)
             return
         self._tail_in_db = True
-        await _db(streaming.keep_tail_in_db)(self.turn.pk, doc)
+        await db(streaming.keep_tail_in_db)(self.turn.pk, doc)
 
     def _tail_doc(self) -> dict[str, Any]:
         return {
@@ -551,11 +399,11 @@ class TurnRunner:
         out: list[dict[str, Any]] = []
         if self.pending_events:
             events, self.pending_events = self.pending_events, []
-            out.append(_events_message(self.turn, events))
+            out.append(turn_messages.events_message(self.turn, events))
         if self._model_unannounced:
             self._model_unannounced = False
             if then is None:  # the model, ahead of the text it produced
-                out.append(_turn_message(self.turn, self.last_seq))
+                out.append(turn_messages.turn_message(self.turn, self.last_seq))
         if self.pending or self.pending_cites or self._shown.holding:
             delta = await self._delta()
             if delta is not None:
@@ -637,7 +485,7 @@ class TurnRunner:
         events = await _write_db(self.turn, records, model, finish)
         if events:
             self.last_seq = events[-1].seq
-            self.pending_events.extend(_event_brief(e) for e in events)
+            self.pending_events.extend(turn_messages.event_brief(e) for e in events)
         if model is not None:
             self._model_unannounced = True
 
@@ -662,14 +510,15 @@ class TurnRunner:
         assert self.turn is not None
         if status == "streaming":  # the builder never heard an end: the stream was cut
             status, end_reason = "interrupted", "interrupted"
-        await self._stop_heartbeat()
+        assert self._heart is not None
+        await self._heart.stop()
         await self._store(finish={"status": status, "end_reason": end_reason,
                                   "responses": self.builder.responses})
-        await _cache(streaming.drop_tail, self.turn.pk)
+        await to_cache(streaming.drop_tail, self.turn.pk)
         if self._tail_in_db:
             self._tail_in_db = False
-            await _db(streaming.forget_db_tail)(self.turn.pk)
-        await _cache(streaming.stop_beating, self.turn.pk)
+            await db(streaming.forget_db_tail)(self.turn.pk)
+        await to_cache(streaming.stop_beating, self.turn.pk)
         await self._publish_turn()
 
     async def _abort(self) -> None:
@@ -689,50 +538,7 @@ class TurnRunner:
         assert self.turn is not None
         await self._store()  # the message's seq covers every event completed so far
         # after the events this message's seq covers, in the same frame
-        await self._flush(then=_turn_message(self.turn, self.last_seq))
-
-    async def _beat(self, *, in_database: bool = True) -> None:
-        """A sign of life where every process sees it (the database: a reaper in another
-        process must not take this turn), and in the cache (the cheap look)."""
-        assert self.turn is not None
-        info = _beat_info()
-        if in_database:
-            await _db(recovery.beat)(self.turn.pk, info)
-        await _cache(streaming.beat, self.turn.pk, info)
-
-    async def _heartbeat(self) -> None:
-        assert self.turn is not None
-        while True:
-            await asyncio.sleep(streaming.HEARTBEAT_EVERY)
-            async with self._beat_lock:
-                await self._beat()
-            # A Stop asked for in another process (a replay's, or a live call's) is a flag in
-            # the cache: the task that drives the turn here is cancelled.
-            if await _db(caches["default"].get)(stop_key(self.turn.pk)):
-                task = _driving.get(str(self.turn.pk))
-                if task is not None:
-                    task.cancel()
-                return
-
-    async def _stop_heartbeat(self) -> None:
-        """No beat after this returns: one being written lands first (a cancelled await of a
-        database call would not stop its thread, and its row would outlive the finish). The
-        task is cancelled while this holds the lock, so it is asleep or waiting for it."""
-        async with self._beat_lock:
-            if self._beat_task is not None:
-                self._beat_task.cancel()
-
-
-def _fail(turn: Turn, code: str, message: str) -> list[Event]:
-    with transaction.atomic():
-        locked = Turn.objects.select_for_update().get(pk=turn.pk)
-        if locked.status != Turn.Status.STREAMING:
-            return []  # it ended already: what it holds stands
-        events = store.append_events(locked, [EventRecord("error", body=ErrorBody(code, message))])
-        store.finish_turn(locked, status=Turn.Status.FAILED, end_reason="error")
-        recovery.stop_beating(turn.pk)
-    turn.status, turn.end_reason = locked.status, locked.end_reason
-    return events
+        await self._flush(then=turn_messages.turn_message(self.turn, self.last_seq))
 
 
 async def record_failure(turn: Turn, code: str, message: str, layer: Any = None) -> None:
@@ -740,33 +546,18 @@ async def record_failure(turn: Turn, code: str, message: str, layer: Any = None)
     so and the turn failed, published; what streamed so far stays. A turn that had ended
     already is left as it is."""
     try:
-        events = await _db(_fail)(turn, code, message)
+        events = await db(turn_writes.fail)(turn, code, message)
     except Exception:
         log.error("turn %s: could not mark the failure", turn.pk, exc_info=True)
         return
     if not events:
         return
-    await _cache(streaming.drop_tail, turn.pk)
-    await _cache(streaming.stop_beating, turn.pk)
+    await to_cache(streaming.drop_tail, turn.pk)
+    await to_cache(streaming.stop_beating, turn.pk)
     await publish.publish_all(turn.conversation_id, [
-        _events_message(turn, [_event_brief(e) for e in events]),
-        _turn_message(turn, events[-1].seq),
+        turn_messages.events_message(turn, [turn_messages.event_brief(e) for e in events]),
+        turn_messages.turn_message(turn, events[-1].seq),
     ], layer)
-
-
-# -- higher-level helpers -------------------------------------------------------------------
-
-
-def _user_turn(conversation: Conversation, text: str) -> list[tuple[Turn, list[Event]]]:
-    return store.open_turns(conversation, [store.user_turn(redaction.redact_text(text))])
-
-
-async def add_user_turn(conversation: Conversation, text: str, layer: Any = None) -> Turn:
-    """A user turn holding ``text``, published (a prompt that no agent turn follows yet)."""
-    opened = await _db(_user_turn)(conversation, text)
-    last_seq = conversation.next_seq - 1  # read under the row lock
-    await publish.publish_all(conversation.pk, _opened_messages(opened, last_seq), layer)
-    return opened[0][0]
 
 
 async def run_recording(
@@ -781,95 +572,8 @@ async def run_recording(
 ) -> Turn:
     """Stream a recorded provider response (and its continuations) as a new agent turn, after
     a user turn holding ``prompt`` when given."""
-    responses = await _off_loop(sources.redacted, responses)  # a scan of the whole recording
+    responses = await off_loop(sources.redacted, responses)  # a scan of the whole recording
     runner = TurnRunner(conversation, speed=speed, coalesce=coalesce, layer=layer)
     return await runner.run(sources.wire_responses(provider, responses),
                             recording=(provider, responses), prompt=prompt)
-
-
-def _source_turns(source: Conversation) -> list[tuple[Turn, str, Any]]:
-    """(turn, user text or "", recording or None) for every turn of ``source``, in order."""
-    out = []
-    for turn in source.turns.order_by("index"):
-        if turn.role == Turn.Role.AGENT:
-            out.append((turn, "", Recording.objects.filter(turn=turn).first()))
-        else:
-            text = "\n\n".join(
-                e.text for e in turn.events.order_by("seq") if e.kind == "message"
-            )
-            out.append((turn, text, None))
-    return out
-
-
-async def replay(
-    source: Conversation,
-    target: Conversation,
-    *,
-    speed: float = 1.0,
-    coalesce: float = COALESCE_SECONDS,
-    layer: Any = None,
-) -> Conversation:
-    """Replay every turn of ``source`` into ``target``: user turns at once, agent turns live,
-    from their recording when there is one, else from their stored events."""
-    prompt = ""  # a user turn's text, opened together with the agent turn that answers it
-    for turn, text, recording in await _db(_source_turns)(source):
-        if turn.role != Turn.Role.AGENT:
-            if text:
-                if prompt:
-                    await add_user_turn(target, prompt, layer)
-                prompt = text
-            continue
-        runner = TurnRunner(target, speed=speed, coalesce=coalesce, layer=layer)
-        if recording is not None:
-            wire = await _off_loop(
-                sources.redacted, [sources.WireResponse(**r) for r in recording.response_list])
-            await runner.run(sources.wire_responses(recording.provider, wire),
-                             recording=(recording.provider, wire), prompt=prompt)
-        else:
-            await runner.run(await _db(sources.event_responses)(turn), prompt=prompt)
-        prompt = ""
-    if prompt:
-        await add_user_turn(target, prompt, layer)
-    return target
-
-
-def create_replay_target(source: Conversation, owner: Any) -> Conversation:
-    title = f"Replay of {source.title or source.pk}"
-    return store.create_conversation(title=title, owner=owner)
-
-
-# The task driving each live turn this process streams (a live call's, a replay's, the demo's),
-# by turn id: Stop cancels it, and the turn ends interrupted with what streamed.
-_driving: dict[str, asyncio.Task[Any]] = {}
-
-
-def driving(turn_id: Any) -> asyncio.Task[Any] | None:
-    """The task streaming the turn ``turn_id`` in this process, if any."""
-    task = _driving.get(str(turn_id))
-    return task if task is not None and not task.done() else None
-
-
-def stop_key(turn_id: Any) -> str:
-    """The cache flag that asks the process streaming ``turn_id`` to stop it."""
-    return f"turnscope:live:stop:{turn_id}"
-
-
-# Tasks started in this process; kept referenced so the loop does not drop them mid-turn.
-active_tasks: set[asyncio.Task[Any]] = set()
-
-
-def spawn(coro: Awaitable[Any], name: str = "") -> asyncio.Task[Any]:
-    """Run ``coro`` as a task of the running loop (the server's), logging how it ends."""
-    task = asyncio.ensure_future(coro)
-    if name:
-        task.set_name(name)
-    active_tasks.add(task)
-
-    def done(t: asyncio.Task[Any]) -> None:
-        active_tasks.discard(t)
-        if not t.cancelled() and t.exception() is not None:
-            log.error("live task %s failed", t.get_name(), exc_info=t.exception())
-
-    task.add_done_callback(done)
-    return task
 

@@ -49,7 +49,7 @@ async def stop_live_tasks(timeout: float = 5.0) -> None:
     from asgiref.sync import sync_to_async
 
     from live import instances
-    from live.runner import active_tasks
+    from live.tasks import active_tasks
 
     tasks = list(active_tasks)
     for task in tasks:
@@ -82,14 +82,14 @@ def serve(
     from django.db import connections
     from twisted.internet import defer, reactor
 
-    from live import instances, runner
+    from live import instances, tasks
 
     def ready() -> None:
         loop = asyncio.get_event_loop()
         # the lease, and what gone servers (this one's last run included) left: at once
-        loop.call_soon(lambda: runner.spawn(instances.keep_up(), name="instance"))
+        loop.call_soon(lambda: tasks.spawn(instances.keep_up(), name="instance"))
         if on_ready is not None:
-            loop.call_soon(lambda: runner.spawn(on_ready(), name="demo"))
+            loop.call_soon(lambda: tasks.spawn(on_ready(), name="demo"))
         reactor.addSystemEventTrigger(
             "before", "shutdown",
             lambda: defer.Deferred.fromFuture(loop.create_task(stop_live_tasks())),

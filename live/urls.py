@@ -6,7 +6,7 @@ from live import views
 
 urlpatterns = [
     path("c/<uuid:conversation_id>/state/", views.state_view, name="live-state"),
-    path("c/<uuid:conversation_id>/replay/", views.replay_view, name="live-replay"),
+    path("c/<uuid:conversation_id>/replay/", views.live_replay_view, name="live-replay"),
     path("c/<uuid:conversation_id>/send/", views.send_view, name="live-send"),
     path("c/<uuid:conversation_id>/stop/", views.stop_view, name="live-stop"),
     path("c/<uuid:conversation_id>/turns/<int:index>/fork/", views.fork_view, name="live-fork"),

@@ -1,4 +1,4 @@
-"""HTTP side of live turns: the resync document, the replay button, and the live calls' browser
+"""HTTP side of live turns: the resync document, the Replay live button, and the live calls' browser
 side (the composer's Send and Stop, Fork here, Re-run with…): thin, the work is ``live.calls``."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from conversations import compare, discard
 from conversations.actions.create import announce_created
 from conversations.models import Conversation, Turn
 from guards import ratelimit
-from live import calls, runner, state
+from live import calls, live_replay, state, tasks
 
 
 def owned_conversation(user: Any, conversation_id: Any) -> Conversation:
@@ -49,17 +49,17 @@ def state_view(request: HttpRequest, conversation_id: Any) -> HttpResponse:
 
 
 @require_POST
-async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpResponse:
-    """``POST /c/<id>/replay/``: replay this conversation live into a new one, go there.
+async def live_replay_view(request: HttpRequest, conversation_id: Any) -> HttpResponse:
+    """``POST /c/<id>/replay/``: a live replay of this conversation into a new one, go there.
 
-    The replay runs as a task on the server's event loop (this view is async for that)."""
+    The live replay runs as a task on the server's event loop (this view is async for that)."""
     user = await request.auser()
     if not user.is_authenticated:
         from django.contrib.auth.views import redirect_to_login
 
         return redirect_to_login(request.get_full_path())
     source = await sync_to_async(owned_conversation)(user, conversation_id)
-    # A replay costs a task on the server's loop for minutes: a user starts only so many.
+    # A live replay costs a task on the server's loop for minutes: a user starts only so many.
     rate = str(getattr(settings, "TURNSCOPE_REPLAY_RATE", "10/min"))
     if not await sync_to_async(ratelimit.allow)(cache, "replay", str(user.pk), rate):
         return HttpResponse(
@@ -70,19 +70,19 @@ async def replay_view(request: HttpRequest, conversation_id: Any) -> HttpRespons
     except ValueError:
         speed = 1.0
     speed = min(max(speed, 0.1), 100.0)
-    target = await sync_to_async(runner.create_replay_target)(source, user)
+    target = await sync_to_async(live_replay.create_live_replay_target)(source, user)
     await sync_to_async(announce_created)(target)
     if request.POST.get("discard"):
         await sync_to_async(discard.mark)(target.pk)
-    runner.spawn(_replay(source, target, speed), name=f"replay-{target.pk}")
+    tasks.spawn(_live_replay(source, target, speed), name=f"replay-{target.pk}")
     return HttpResponseRedirect(conversation_url(target))
 
 
-async def _replay(source: Conversation, target: Conversation, speed: float) -> None:
-    """The replay, then, if it was started "discard when done" (and nobody chose to keep it),
-    the replay conversation is deleted."""
+async def _live_replay(source: Conversation, target: Conversation, speed: float) -> None:
+    """The live replay, then, if it was started "discard when done" (and nobody chose to keep
+    it), its conversation is deleted."""
     try:
-        await runner.replay(source, target, speed=speed)
+        await live_replay.live_replay(source, target, speed=speed)
     finally:
         await sync_to_async(discard.discard_if_marked)(target)
 

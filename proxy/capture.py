@@ -29,8 +29,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from guards import redaction
-from live import capture, instances
-from live import runner as live_runner
+from live import capture, instances, tasks
 from proxy.endpoints import Endpoint
 
 log = logging.getLogger("turnscope.proxy")
@@ -227,14 +226,14 @@ class Hub:
         feed = self.feed(xid)
         feed.attached = True
         recorder = Recorder(self, xid, feed, known, opened)
-        task = live_runner.spawn(recorder.run(), name=f"proxy-{xid}")
+        task = tasks.spawn(recorder.run(), name=f"proxy-{xid}")
         task.add_done_callback(lambda _: self._done(xid))
 
     def _start_from_log(self, exchange: capture.Exchange) -> None:
         from proxy import catchup
 
         self.busy.add(exchange.id)
-        task = live_runner.spawn(catchup.record(self, exchange), name=f"proxy-log-{exchange.id}")
+        task = tasks.spawn(catchup.record(self, exchange), name=f"proxy-log-{exchange.id}")
         task.add_done_callback(lambda _: self._done(exchange.id))
 
     def _done(self, xid: str) -> None:

@@ -33,8 +33,7 @@ from conversations import provenance, store, streaming
 from conversations.limits import turn_limits
 from conversations.models import Event, Turn
 from guards import redaction
-from live import capture, instances, publish, recovery, sources
-from live import runner as live_runner
+from live import capture, instances, publish, recovery, sources, turn_messages, turn_writes
 from live.models import RecordedExchange
 from proxy import messages, threads
 from proxy.capture import Hub
@@ -139,12 +138,12 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
             fallback = " · ".join(x for x in (provider, read.model) if x)
             placement = threads.place(user, read, conversation, fallback_title=fallback)
             if placement.resume is not None:
-                live_runner._resume_turn(placement.resume, placement.before, exchange.id)
+                turn_writes.resume_turn(placement.resume, placement.before, exchange.id)
             else:
-                opened = live_runner.open_turns(placement.conversation, placement.prompt, None,
+                opened = turn_writes.open_turns(placement.conversation, placement.prompt, None,
                                                 exchange=exchange.id)
-                out.extend(live_runner._opened_messages(
-                    opened, live_runner._last_seq(placement.conversation)))
+                out.extend(turn_messages.opened_messages(
+                    opened, turn_writes.last_seq(placement.conversation)))
             row = RecordedExchange.objects.get(pk=exchange.id)
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=row.turn_id)
         conversation = turn.conversation
@@ -160,11 +159,11 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
                 request=request if isinstance(request, dict) else None,
                 served_by=meta.get("served_by"))
         keep(turn, conversation, provider, response, row.prime_seq is not None, exchange.id)
-        last = live_runner._last_seq(conversation)
+        last = turn_writes.last_seq(conversation)
     if events:
-        out.append(live_runner._events_message(turn, [live_runner._event_brief(e)
-                                                      for e in events]))
-    out.append(live_runner._turn_message(turn, events[-1].seq if events else last))
+        briefs = [turn_messages.event_brief(e) for e in events]
+        out.append(turn_messages.events_message(turn, briefs))
+    out.append(turn_messages.turn_message(turn, events[-1].seq if events else last))
     return turn, out
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from conversations import streaming
 from conversations.models import Conversation
-from live import bundled, runner
+from live import bundled, runner, tasks
 from turnscope.urls import urlpatterns as project_urlpatterns
 
 
@@ -32,7 +32,7 @@ async def run_sample(request, conversation_id, slug):
     sample = bundled.sample(slug)
     speed = float(request.GET.get("speed", "4"))
     coalesce = float(request.GET.get("coalesce", "0.05"))
-    runner.spawn(runner.run_recording(conversation, sample.provider, list(sample.responses),
+    tasks.spawn(runner.run_recording(conversation, sample.provider, list(sample.responses),
                                       prompt=request.GET.get("prompt", ""), speed=speed,
                                       coalesce=coalesce), name=f"e2e-{slug}")
     return JsonResponse({"started": slug}, status=202)

@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from conversations import streaming
 from conversations.models import Turn
-from live import bundled, recovery, runner
+from live import bundled, live_replay, recovery
 from live.models import Heartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,10 +24,10 @@ def test_a_replay_running_in_another_process_is_not_reaped(owner, monkeypatch):
     monkeypatch.setattr(streaming, "HEARTBEAT_EVERY", 0.05)
     monkeypatch.setattr(streaming, "HEARTBEAT_TTL", 0.4)
     [(_sample, source, _created)] = bundled.load(owner, only=["anthropic-tides"])
-    target = runner.create_replay_target(source, owner)
+    target = live_replay.create_live_replay_target(source, owner)
 
     async def go() -> tuple[list[Turn], float]:
-        task = asyncio.ensure_future(runner.replay(source, target, speed=4))
+        task = asyncio.ensure_future(live_replay.live_replay(source, target, speed=4))
         while not await sync_to_async(
                 Turn.objects.filter(conversation=target, status="streaming").exists)():
             assert not task.done()
@@ -96,8 +96,8 @@ def test_a_beat_being_written_when_the_turn_finishes_does_not_outlive_it(owner, 
     monkeypatch.setattr(recovery, "beat", beat)
     [(_sample, source, _created)] = bundled.load(owner, only=["anthropic-tides"])
     for _ in range(3):
-        target = runner.create_replay_target(source, owner)
-        async_to_sync(runner.replay)(source, target, speed=50)
+        target = live_replay.create_live_replay_target(source, owner)
+        async_to_sync(live_replay.live_replay)(source, target, speed=50)
         time.sleep(0.1)  # any write still in flight has landed
         agent = target.turns.get(role="agent")
         assert agent.status == "complete"

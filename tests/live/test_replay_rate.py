@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import Conversation
-from live import bundled, runner
+from live import bundled, tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +15,7 @@ def test_replays_past_the_rate_are_refused_with_a_429(client, owner, stranger, m
                                                       settings):
     settings.TURNSCOPE_REPLAY_RATE = "3/min"
     started = []
-    monkeypatch.setattr(runner, "spawn", lambda coro, name="": (started.append(name),
+    monkeypatch.setattr(tasks, "spawn", lambda coro, name="": (started.append(name),
                                                                  coro.close()))
     [(_, source, _)] = bundled.load(owner, only=["anthropic-failed-search"])
     client.force_login(owner)

@@ -6,12 +6,13 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.cache import caches
 
 from conversations import store, streaming
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Event, Turn
 from conversations.projections import turn_dict
-from live import bundled, recovery, runner, sources
+from live import bundled, live_replay, recovery, runner, sources, tasks
 from live.models import Recording
 from tests.live.helpers import Listener, by_type
 from tests.support import add_turn
@@ -144,8 +145,8 @@ def test_replay_without_recording_rebuilds_from_events(owner):
                      [ResponseFile(r.name, r.raw.encode(), r.context()) for r in sample.responses],
                      owner=owner, title="source", prompt=sample.prompt)
     assert not Recording.objects.filter(turn=summary.turn).exists()
-    target = runner.create_replay_target(summary.conversation, owner)
-    async_to_sync(runner.replay)(summary.conversation, target, speed=0)
+    target = live_replay.create_live_replay_target(summary.conversation, owner)
+    async_to_sync(live_replay.live_replay)(summary.conversation, target, speed=0)
     turns = list(target.turns.order_by("index"))
     assert [t.role for t in turns] == ["user", "agent"]
     assert turns[0].events.get().text == sample.prompt
@@ -170,8 +171,8 @@ def test_replay_from_events_keeps_each_citation_integrity_mark(owner):
                                    *((None, None) if mark in ("dropped", "") else (0, 11)),
                                    integrity=mark)
                  for n, mark in enumerate(marks)]), provider="anthropic", model="claude-test-1")
-    target = runner.create_replay_target(source, owner)
-    async_to_sync(runner.replay)(source, target, speed=0)
+    target = live_replay.create_live_replay_target(source, owner)
+    async_to_sync(live_replay.live_replay)(source, target, speed=0)
     assert list(Attribution.objects.filter(event__conversation=target).order_by("ordinal")
                 .values_list("integrity", flat=True)) == marks
 
@@ -180,8 +181,8 @@ def test_replay_of_sample_uses_its_recording(owner):
     [(_sample, source, created)] = bundled.load(owner, only=["anthropic-failed-search"])
     assert created
     assert bundled.load(owner, only=["anthropic-failed-search"])[0][2] is False  # idempotent
-    target = runner.create_replay_target(source, owner)
-    async_to_sync(runner.replay)(source, target, speed=0)
+    target = live_replay.create_live_replay_target(source, owner)
+    async_to_sync(live_replay.live_replay)(source, target, speed=0)
     agent = target.turns.get(role="agent")
     assert Recording.objects.get(turn=agent).provider == "anthropic"
     assert portable(agent) == portable(source.turns.get(role="agent"))
@@ -459,10 +460,10 @@ def test_stop_stops_a_replay_streaming_in_this_process_or_another(owner, where):
     from live import calls
 
     [(_sample, source, _)] = bundled.load(owner, only=["anthropic-tides"])
-    target = runner.create_replay_target(source, owner)
+    target = live_replay.create_live_replay_target(source, owner)
 
     async def go():
-        task = runner.spawn(runner.replay(source, target, speed=1.0), name="replay-test")
+        task = tasks.spawn(live_replay.live_replay(source, target, speed=1.0), name="replay-test")
         while True:  # until text streams: the condition, not a time
             await asyncio.sleep(0.02)
             turns = await sync_to_async(list)(Turn.objects.filter(conversation=target,
@@ -473,11 +474,11 @@ def test_stop_stops_a_replay_streaming_in_this_process_or_another(owner, where):
             stopped = await calls.stop(target)
             assert stopped is not None
         else:  # as a Stop handled by another process does: the flag its heartbeat reads
-            await sync_to_async(runner.caches["default"].set)(runner.stop_key(turns[0].pk), True)
+            await sync_to_async(caches["default"].set)(tasks.stop_key(turns[0].pk), True)
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 30)
 
     async_to_sync(go)()
     turn = Turn.objects.get(conversation=target, role="agent")
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
-    assert runner.driving(turn.pk) is None
+    assert tasks.driving(turn.pk) is None

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 from conversations import store, streaming
 from conversations.models import Conversation
-from live import bundled, runner
+from live import bundled, tasks
 from tests.support import add_turn, add_user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,7 +45,7 @@ def test_state_reports_seq_turns_and_tails(client, owner):
 def test_replay_view_starts_a_replay_and_redirects(client, owner, stranger, monkeypatch):
     [(_, source, _)] = bundled.load(owner, only=["anthropic-failed-search"])
     started = []
-    monkeypatch.setattr(runner, "spawn", lambda coro, name="": started.append(coro))
+    monkeypatch.setattr(tasks, "spawn", lambda coro, name="": started.append(coro))
     url = f"/c/{source.pk}/replay/"
     assert client.get(url).status_code == 405
     client.force_login(stranger)

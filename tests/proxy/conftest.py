@@ -5,7 +5,7 @@ import time
 import pytest
 from rest_framework.authtoken.models import Token
 
-from live import runner
+from live import tasks
 from tests.servers import served
 from upstream.recorded import RecordedUpstream
 
@@ -47,7 +47,7 @@ def wait_recorded(timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     time.sleep(0.02)
     while any(t.get_name().startswith("proxy-") and not t.done()
-              for t in list(runner.active_tasks)):
+              for t in list(tasks.active_tasks)):
         if time.monotonic() > deadline:
             raise AssertionError("a recorder is still running")
         time.sleep(0.02)

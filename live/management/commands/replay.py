@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.models import Conversation
-from live import runner
+from live import live_replay
 
 
 class Command(BaseCommand):
@@ -38,14 +38,14 @@ class Command(BaseCommand):
                 raise CommandError(f"no user {options['owner']!r}")
         if options["speed"] < 0:
             raise CommandError("--speed must be >= 0")
-        target = runner.create_replay_target(source, owner)
+        target = live_replay.create_live_replay_target(source, owner)
         self.stdout.write(f"replaying {source.pk} into {target.pk} (/c/{target.pk}/)")
         if not getattr(settings, "REDIS_URL", ""):
             self.stdout.write(
                 "note: without REDIS_URL this process has its own channel layer; viewers on a "
                 "running server see the turn through their periodic resync only"
             )
-        asyncio.run(runner.replay(source, target, speed=options["speed"]))
+        asyncio.run(live_replay.live_replay(source, target, speed=options["speed"]))
         for turn in target.turns.order_by("index"):
             model = f" {turn.provider} · {turn.model}" if turn.model else ""
             self.stdout.write(
