@@ -1,7 +1,8 @@
-"""Conversations kept only until they are done: a replay started with "discard when done".
+"""Conversations kept only until they are done: a live replay started with "discard
+when done".
 
 The mark lives in the cache (Redis when configured, so every process sees it); the process that
-runs the replay deletes the conversation once the replay has finished, unless the mark was
+runs the live replay deletes the conversation once it has finished, unless the mark was
 taken away meanwhile ("keep it").
 """
 
@@ -18,7 +19,7 @@ from conversations.models import Conversation
 
 log = logging.getLogger("turnscope.discard")
 
-KEEP_MARK_FOR = 7 * 24 * 3600  # seconds; a replay longer than this is kept
+KEEP_MARK_FOR = 7 * 24 * 3600  # seconds; a live replay longer than this is kept
 
 
 def _key(conversation_id: Any) -> str:
@@ -28,7 +29,7 @@ def _key(conversation_id: Any) -> str:
 def mark(conversation_id: Any) -> None:
     try:
         cache.set(_key(conversation_id), 1, KEEP_MARK_FOR)
-    except Exception:  # the cache is down: the replay is kept, which loses nothing
+    except Exception:  # the cache is down: the live replay is kept, which loses nothing
         log.warning("discard when done: %s cannot be marked, it is kept", conversation_id,
                     exc_info=True)
 

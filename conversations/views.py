@@ -362,7 +362,7 @@ def conversation_rename(request: HttpRequest, conversation_id: str) -> HttpRespo
 @login_required
 @require_POST
 def conversation_keep(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """Keep a replay that was started "discard when done"."""
+    """Keep a live replay that was started "discard when done"."""
     conversation = _owned(request, conversation_id)
     discard.unmark(conversation.pk)
     messages.success(request, "This replay will be kept.")

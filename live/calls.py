@@ -4,7 +4,7 @@ turn buttons live here; views only check access and translate errors.
 
 * ``start_turn`` — the user turn and the streaming agent turn are stored at once (so the caller
   can answer with the turn's id), then a task on the server's event loop sends the request
-  (built from the stored turns by ``conversations.replay``) through ``upstream.client`` and
+  (built from the stored turns by ``conversations.next_request``) through ``upstream.client`` and
   feeds the response, parsed as its bytes arrive, to the one ``TurnRunner``.
 * ``pause_turn``: the paused turn is sent back (``request_for_continuation``) and the answer is
   recorded as a continuation of the same agent turn; after ``TURNSCOPE_MAX_CONTINUATIONS`` the
@@ -40,7 +40,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 import providers
-from conversations import forking, ingest, limits, replay
+from conversations import forking, ingest, limits, next_request
 from conversations.actions.create import fork_conversation
 from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation, Event, Turn
@@ -289,7 +289,7 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
             if last is None or last.role != Turn.Role.USER:
                 raise CallError("A prompt is required (the conversation does not end with one).")
         try:
-            request = replay.request_for_next_turn(locked, ask.turn_request())
+            request = next_request.request_for_next_turn(locked, ask.turn_request())
         except (ReplayError, ValueError) as exc:
             raise CallError(f"The request cannot be built from this conversation: {exc}"
                             ) from None
@@ -371,7 +371,7 @@ async def stop(conversation: Conversation) -> Turn | None:
     turn = await sync_to_async(streaming_turn)(conversation)
     if turn is None:
         return None
-    # a live call's task, or whatever else streams it here (a replay, the demo's)
+    # a live call's task, or whatever else streams it here (a live replay, the demo's)
     task = _tasks.get(str(turn.pk)) or tasks.driving(turn.pk)
     if task is not None:
         task.cancel()
@@ -492,7 +492,7 @@ class _Call:
 
     async def _continuation(self) -> UpstreamRequest:
         await self.runner.settle()  # the paused response is stored before it is read back
-        return await sync_to_async(replay.request_for_continuation)(
+        return await sync_to_async(next_request.request_for_continuation)(
             self.conversation, self.ask.turn_request(""), self.turn.index)
 
     async def _parts(self, make: Any) -> AsyncIterator[parts.Part]:

@@ -1,8 +1,9 @@
 """What the live app keeps besides the event log: the wire recording behind a turn.
 
-A turn ingested from a recording (the bundled samples, a replay) keeps its provider responses
-verbatim here, so a replay feeds the same bytes through the adapter again. Turns without one
-(imported documents, the ingest command) are replayed from their stored events instead.
+A turn ingested from a recording (the bundled samples, a live replay) keeps its provider
+responses verbatim here, so a live replay feeds the same bytes through the adapter again. Turns
+without one (imported documents, the ingest command) are played from their stored events
+instead.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def event_responses(turn: Turn, until_seq: int | None = None) -> list[Iterable[p
     """A part stream that rebuilds ``turn``'s events (up to ``until_seq`` when given) through
     the EventBuilder: text blocks split into deltas, citations with their code-point ranges,
     activities, tool calls and artifacts as they were. An incomplete block is left open, so the
-    replay ends the same way (interrupted) when the original did."""
+    live replay ends the same way (interrupted) when the original did."""
     found = Event.objects.filter(turn=turn)
     if until_seq is not None:
         found = found.filter(seq__lte=until_seq)

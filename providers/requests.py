@@ -1,8 +1,8 @@
 """The request side of the adapters: from a conversation's stored turns, the provider's native
 request for the next turn (or for the continuation of a paused one).
 
-Plain data in, plain data out: this never touches Django models (``conversations.replay`` reads
-the store and hands over ``PriorTurn`` values). The interface:
+Plain data in, plain data out: this never touches Django models
+(``conversations.next_request`` reads the store and hands over ``PriorTurn`` values). The interface:
 
 * ``StoredPayload`` — one native payload as the store keeps it (its JSON text, verbatim).
 * ``PriorTurn`` — one stored turn: ``role`` ("user" / "agent"), who served it (``provider``,

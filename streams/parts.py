@@ -81,7 +81,7 @@ class Citation:
     unit: RangeUnit = "codepoint"
     quote: str | None = None
     replay: Payload | None = None
-    # A stored turn rebuilt as parts (a replay, a continued turn): what ingest found of the
+    # A stored turn rebuilt as parts (a live replay, a continued turn): what ingest found of the
     # provider's range then (``streams.ranges``), kept rather than judged again on the range it
     # repaired; adapters leave it empty.
     integrity: str = ""

@@ -48,7 +48,7 @@ FIELDS = (  # what a report says, in both formats' spellings
 
 
 # MiddlewareMixin: sync and async alike. A sync-only middleware would run every async view
-# (the replay button, the live runner's spawns) under async_to_sync, on a loop that ends with
+# (the Replay live button, the live runner's spawns) under async_to_sync, on a loop that ends with
 # the request, taking the tasks it started with it.
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from conversations import uploads
 from conversations.models import Conversation
-from conversations.replay import request_for_continuation, request_for_next_turn
+from conversations.next_request import request_for_continuation, request_for_next_turn
 from providers import served
 from providers.requests import TurnRequest
 from tests.support import shared_path

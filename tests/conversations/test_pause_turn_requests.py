@@ -13,7 +13,7 @@ import pytest
 
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Event
-from conversations.replay import request_for_continuation
+from conversations.next_request import request_for_continuation
 from providers import WireContext
 from providers.requests import TurnRequest, UpstreamRequest, build_request
 from tests.support import provider_fixture

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from conversations.ingest import ResponseFile, ingest
-from conversations.replay import request_for_continuation, request_for_next_turn
+from conversations.next_request import request_for_continuation, request_for_next_turn
 from providers import WireContext
 from providers.requests import TurnRequest, UpstreamRequest, build_request
 from tests.support import provider_fixture

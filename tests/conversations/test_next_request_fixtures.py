@@ -15,7 +15,7 @@ import pytest
 from conversations import uploads
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
-from conversations.replay import request_for_continuation, request_for_next_turn
+from conversations.next_request import request_for_continuation, request_for_next_turn
 from providers import WireContext
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from tests.sdk_params import anthropic_errors, google_errors, openai_errors

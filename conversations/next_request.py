@@ -1,5 +1,9 @@
-"""The stored turns of a conversation as the request side of the adapters reads them
-(``providers.requests``), and the next request built from them.
+"""The next request to a provider, built from a conversation's stored turns: the stored turns
+as the request side of the adapters reads them (``providers.requests``), and the request for the
+next turn or for the continuation of a paused one. The adapters send a turn's native payloads
+back exactly to the provider that produced them (a *native replay*) and the portable projection
+to any other; a *live replay* (``live.live_replay``) is something else: a recording played again
+into a new conversation.
 
 * ``history_for(conversation, upto_turn_index=None) -> list[PriorTurn]``: the conversation's
   user and agent turns before ``upto_turn_index`` (all of them when None), in order, each with

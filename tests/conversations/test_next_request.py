@@ -1,4 +1,4 @@
-"""conversations.replay: stored turns read back as the request side takes them."""
+"""conversations.next_request: stored turns read back as the request side takes them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from conversations.ingest import ResponseFile, ingest
-from conversations.replay import history_for, request_for_continuation, request_for_next_turn
+from conversations.next_request import history_for, request_for_continuation, request_for_next_turn
 from providers import WireContext
 from providers.requests import TurnRequest
 
