@@ -34,7 +34,7 @@ from conversations.actions.delete import delete_conversation
 from conversations.actions.owner import set_owner
 from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation
-from live import bundled, calls, runner, state
+from live import bundled, calls, live_replay, runner, state
 from tests.live.helpers import unbatch
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -223,8 +223,8 @@ def test_import_adds_each_conversation_stored(owner):
 
 
 def test_a_replay_target_is_announced(owner, tides):
-    target, _ = verify_action(lambda: announce_created(runner.create_replay_target(tides, owner)),
-                              owner, [])
+    target, _ = verify_action(
+        lambda: announce_created(live_replay.create_live_replay_target(tides, owner)), owner, [])
     assert target is None
 
 
