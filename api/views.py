@@ -57,6 +57,7 @@ from conversations.actions.create import (
 )
 from conversations.actions.delete import delete_conversation
 from conversations.actions.rename import rename_conversation
+from conversations.actions.share import revoke_share, share_conversation
 from conversations.ingest import ResponseFile, ingest
 from conversations.models import Conversation
 from conversations.projections import (
@@ -699,7 +700,7 @@ class ConversationSharesView(ApiView):
         conversation = self.get_object()
         data = s.ShareRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        share, token = sharing.create(
+        share, token = share_conversation(
             conversation, request.user, expires=data.validated_data["expires"],
             include_reasoning=data.validated_data["include_reasoning"])
         return Response(_share_body(request, share, token), status=status.HTTP_201_CREATED)
@@ -734,5 +735,5 @@ class ShareDetailView(ApiView):
         share = sharing.owned_with_token(request.user, token)
         if share is None:
             raise NotFound("No such shared link of yours.")
-        sharing.revoke(share)
+        revoke_share(share)
         return Response(status=status.HTTP_204_NO_CONTENT)

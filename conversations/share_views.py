@@ -25,6 +25,7 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_POST
 
 from conversations import reading, sharing
+from conversations.actions.share import revoke_share, share_conversation, update_share
 from conversations.models import Conversation, Event, Share
 from conversations.projections import export_stream
 from conversations.rendering import ENTRY_POINT_POLICY, search_entry_point_document
@@ -164,8 +165,8 @@ def share_create(request: HttpRequest, conversation_id: str) -> HttpResponse:
     if expires not in sharing.EXPIRY_DAYS:
         messages.error(request, "Choose when the link expires: never, in 1, 7 or 30 days.")
         return redirect("conversation-detail", conversation.pk)
-    share, _ = sharing.create(conversation, request.user, expires=expires,
-                              include_reasoning=request.POST.get("reasoning") == "1")
+    share, _ = share_conversation(conversation, request.user, expires=expires,
+                                  include_reasoning=request.POST.get("reasoning") == "1")
     messages.success(request, "Link created: anyone who has it can read this conversation "
                      "as it stands now.")
     return redirect(reverse("share-list") + f"?new={share.pk}#share-{share.pk}")
@@ -193,7 +194,7 @@ def _own_share(request: HttpRequest, share_id: uuid.UUID) -> Share:
 @require_POST
 def share_update(request: HttpRequest, share_id: uuid.UUID) -> HttpResponse:
     share = _own_share(request, share_id)
-    sharing.update(share)
+    update_share(share)
     messages.success(request, "The link now shows the conversation as it stands now.")
     return redirect(reverse("share-list") + f"#share-{share.pk}")
 
@@ -202,6 +203,6 @@ def share_update(request: HttpRequest, share_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def share_revoke(request: HttpRequest, share_id: uuid.UUID) -> HttpResponse:
     share = _own_share(request, share_id)
-    sharing.revoke(share)
+    revoke_share(share)
     messages.success(request, "Revoked: the link no longer opens anything.")
     return redirect("share-list")

@@ -11,6 +11,14 @@
  * (its counts come with the next load); on a search or another page, where it may not belong,
  * a notice says so with a link to load the list again. A socket that was lost may have missed
  * messages: the notice then says the list may be out of date.
+ *
+ * The shared links page (data-list-live="shares") follows the same channel:
+ *
+ *   {"type": "share", "op": "add" | "update" | "remove", "share", "conversation", "turn_count"}
+ *
+ * a revoked link's row goes, a link moved to now says so, a new link is announced by a notice
+ * (its token is never sent over the socket: the page shows it from the server); a renamed
+ * conversation retitles its links, a deleted one takes them away.
  */
 (function () {
   "use strict";
@@ -68,8 +76,40 @@
     list.insertBefore(li, list.firstChild);
   }
 
+  function shareRows(conversation) {
+    return document.querySelectorAll('li.share-row[data-conversation-id="' + conversation + '"]');
+  }
+
+  function handleOnShares(m) {
+    var i, rows;
+    if (m.type === "share" && m.op === "add") {
+      added++;
+      notice(added + " new link" + (added === 1 ? "" : "s") + " since this page was loaded.");
+    } else if (m.type === "share" && m.op === "update") {
+      var row = document.getElementById("share-" + m.share);
+      var snapshot = row && row.querySelector("[data-snapshot]");
+      if (snapshot) {
+        snapshot.textContent = "just now, " + m.turn_count + " turn" + (m.turn_count === 1 ? "" : "s");
+      }
+    } else if (m.type === "share" && m.op === "remove") {
+      var gone = document.getElementById("share-" + m.share);
+      if (gone) gone.parentNode.removeChild(gone);
+    } else if (m.type === "conversation" && m.op === "update") {
+      rows = shareRows(m.conversation);
+      for (i = 0; i < rows.length; i++) {
+        var link = rows[i].querySelector("h2 a");
+        if (link) link.textContent = m.title || "Untitled conversation";
+      }
+    } else if (m.type === "conversation" && m.op === "remove") {
+      rows = shareRows(m.conversation);
+      for (i = 0; i < rows.length; i++) rows[i].parentNode.removeChild(rows[i]);
+    }
+  }
+
   function handle(m) {
-    if (!m || m.type !== "conversation") return;
+    if (!m) return;
+    if (root.dataset.listLive === "shares") { handleOnShares(m); return; }
+    if (m.type !== "conversation") return;
     var row = rowOf(m.conversation);
     if (m.op === "add") add(m);
     else if (m.op === "update" && row) {

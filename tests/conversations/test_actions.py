@@ -33,9 +33,11 @@ from conversations.actions.create import (
 from conversations.actions.delete import delete_conversation
 from conversations.actions.owner import set_owner
 from conversations.actions.rename import rename_conversation
-from conversations.models import Conversation
+from conversations.actions.share import revoke_share, share_conversation, update_share
+from conversations.models import Conversation, Share
 from live import bundled, calls, live_replay, runner, state
 from tests.live.helpers import unbatch
+from tests.support import add_user_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,7 +57,9 @@ def fetch(owner: Any, watched: list[Any]) -> dict[str, Any]:
         doc = state.conversation_state(conversation)
         pages[str(pk)] = {"deleted": False, "title": doc["title"], "shown": doc["shown"],
                           "turns": {t["id"]: t["status"] for t in doc["turns"]}}
+    shares = Share.objects.filter(owner=owner).values_list("pk", "conversation_id", "turn_count")
     return {"list": {str(pk): announce.shown_title(title) for pk, title in rows},
+            "shares": {str(pk): {"conversation": str(c), "turn_count": n} for pk, c, n in shares},
             "pages": pages}
 
 
@@ -68,6 +72,16 @@ def apply(held: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any
                 held["list"][m["conversation"]] = m["shown"]
             elif m["op"] == "remove":
                 held["list"].pop(m["conversation"], None)
+                # its links go with it (the shared links page takes their rows away)
+                held["shares"] = {k: v for k, v in held["shares"].items()
+                                  if v["conversation"] != m["conversation"]}
+            continue
+        if group == "list" and m["type"] == "share":
+            if m["op"] in ("add", "update"):
+                held["shares"][m["share"]] = {"conversation": m["conversation"],
+                                              "turn_count": m["turn_count"]}
+            elif m["op"] == "remove":
+                held["shares"].pop(m["share"], None)
             continue
         page = held["pages"][group]
         if page.get("deleted"):
@@ -272,3 +286,22 @@ def test_a_layer_that_fails_never_fails_the_action(owner, tides, monkeypatch, ca
     rename_conversation(tides, "second")
     assert Conversation.objects.get(pk=tides.pk).title == "second"
     assert len(sent) == 1 and "announcing failed" in caplog.text
+
+
+def test_share_update_and_revoke_reach_the_shared_links_page(owner, tides):
+    (share, token), messages = verify_action(
+        lambda: share_conversation(tides, owner, expires="7d"), owner, [tides.pk])
+    assert [(m["type"], m["op"], m["share"]) for m in messages] == [("share", "add", str(share.pk))]
+    assert all(token not in orjson.dumps(m).decode() for m in messages)  # never on the wire
+    add_user_turn(tides, "and since?")
+    _, messages = verify_action(lambda: update_share(share), owner, [tides.pk])
+    assert [(m["op"], m["turn_count"]) for m in messages] == [("update", 3)]
+    _, messages = verify_action(lambda: revoke_share(share), owner, [tides.pk])
+    assert [(m["op"], m["share"]) for m in messages] == [("remove", str(share.pk))]
+
+
+def test_deleting_a_shared_conversation_takes_its_links_away(owner, tides):
+    share_conversation(tides, owner)
+    share_conversation(tides, owner, include_reasoning=False)
+    verify_action(lambda: delete_conversation(tides), owner, [tides.pk])
+    assert not Share.objects.exists()

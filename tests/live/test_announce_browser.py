@@ -68,3 +68,22 @@ def test_a_rename_delete_and_new_conversation_reach_the_other_tabs(world):
     assert watching.is_disabled("#rename-title")
     listing.wait_for_selector(row, state="detached")
     assert listing.url == world["server"].url + "/"  # no reload: the same page, changed
+
+
+def test_a_link_made_and_revoked_in_one_tab_reaches_the_shared_links_page(world):
+    conversation = world["setup"]["watch"][2]
+    links = tab(world, "/shares/")
+    acting = tab(world, f"/c/{conversation}/")
+    acting.click("details.share summary")
+    acting.click(".share-form button[type=submit]")
+    acting.wait_for_url("**/shares/**")
+    share_row = acting.locator("li.share-row.new")
+    share_id = share_row.get_attribute("id")
+    links.wait_for_selector("[data-list-notice]")
+    assert "1 new link" in links.text_content("[data-list-notice]")
+    links.reload()  # now the page lists it
+    links.wait_for_function("() => document.querySelector('main').dataset.live === 'open'")
+    assert links.is_visible(f"#{share_id}")
+    share_row.locator("form[action$='/revoke/'] button").click()
+    acting.wait_for_url("**/shares/")
+    links.wait_for_selector(f"#{share_id}", state="detached")
