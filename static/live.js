@@ -441,14 +441,14 @@
   }
 
   // Deleted (here or in another tab): say so where the page begins, and stop following it.
-  function showDeleted() {
+  function showDeleted(text) {
     if (main.dataset.deleted === "yes") return;
     main.dataset.deleted = "yes";
     var notice = document.createElement("p");
     notice.className = "notice bad";
     notice.setAttribute("role", "alert");
     notice.dataset.deletedNotice = "";
-    notice.textContent = "This conversation was deleted. What is shown here is no longer stored.";
+    notice.textContent = text || "This conversation was deleted. What is shown here is no longer stored.";
     main.insertBefore(notice, main.firstChild);
     var forms = main.querySelectorAll("form button, form input, form select, form textarea");
     for (var i = 0; i < forms.length; i++) forms[i].disabled = true;
@@ -531,6 +531,7 @@
       if (CLOSE_FINAL[e.code]) {
         live.stopped = true;
         setState(CLOSE_FINAL[e.code]);
+        if (e.code === 4403) goneWhileAway();
         return;
       }
       setState("reconnecting");
@@ -541,6 +542,19 @@
       if (e.code === 4429) delay = Math.max(delay, RATE_WINDOW_MS);
       setTimeout(connect, delay);
     };
+  }
+
+  // Refused on a reconnect: the delete may have been announced while this page was away. The
+  // state says whether the conversation is still there for this viewer.
+  function goneWhileAway() {
+    fetch(base + "state/", { credentials: "same-origin", cache: "no-store",
+                             headers: { "Accept": "application/json" } })
+      .then(function (r) {
+        if (r.status === 404) {
+          showDeleted("This conversation is no longer here (it was deleted, or is no longer " +
+                      "yours). What is shown here is what it was.");
+        }
+      }).catch(function () {});
   }
 
   function streamingVisible() {

@@ -87,3 +87,49 @@ def test_a_link_made_and_revoked_in_one_tab_reaches_the_shared_links_page(world)
     share_row.locator("form[action$='/revoke/'] button").click()
     acting.wait_for_url("**/shares/")
     links.wait_for_selector(f"#{share_id}", state="detached")
+
+
+# Drops every announcement this page would get: what a page whose socket was down missed.
+DEAF_TO_ACTIONS = """(() => {
+  const Real = window.WebSocket;
+  function Deaf(url, protocols) {
+    const ws = protocols === undefined ? new Real(url) : new Real(url, protocols);
+    let handler = null;
+    Object.defineProperty(ws, 'onmessage', {set(fn) { handler = fn; }, get() { return handler; }});
+    ws.addEventListener('message', (e) => {
+      if (handler && !String(e.data).includes('"type":"conversation"')) handler.call(ws, e);
+    });
+    return ws;
+  }
+  Deaf.prototype = Real.prototype;
+  Deaf.OPEN = Real.OPEN;
+  window.WebSocket = Deaf;
+})();"""
+
+
+def test_a_page_that_missed_the_announcements_catches_up_when_it_reconnects(world):
+    conversation = world["setup"]["watch"][3]
+    server = world["server"]
+    deaf = e2e.logged_in_page(world["browser"], server, world["setup"]["session"])
+    deaf.add_init_script(DEAF_TO_ACTIONS)
+    deaf.goto(f"{server.url}/c/{conversation}/")
+    deaf.wait_for_function("() => document.querySelector('main').dataset.live === 'open'")
+    acting = tab(world, f"/c/{conversation}/")
+    acting.click("details.rename summary")
+    acting.fill("#rename-title", "renamed meanwhile")
+    acting.click(".rename-form button[type=submit]")
+    acting.wait_for_url(f"**/c/{conversation}/")
+    deaf.wait_for_timeout(500)
+    assert deaf.text_content(".conversation-head h1") == "watch 3"  # it missed the rename
+    deaf.evaluate("() => window.turnscopeLive.drop()")  # reconnects: hello has the title
+    deaf.wait_for_function("() => document.querySelector('.conversation-head h1').textContent"
+                           " === 'renamed meanwhile'")
+
+    acting.goto(f"{server.url}/c/{conversation}/delete/")
+    acting.click(".confirm-form button[type=submit]")
+    acting.wait_for_url("**/")
+    deaf.wait_for_timeout(500)
+    assert deaf.query_selector("[data-deleted-notice]") is None  # it missed the delete
+    deaf.evaluate("() => window.turnscopeLive.drop()")  # refused (4403), then the state: 404
+    deaf.wait_for_selector("[data-deleted-notice]")
+    assert "no longer here" in deaf.text_content("[data-deleted-notice]")
