@@ -14,28 +14,28 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from django.contrib import admin
-from django.contrib.admin.utils import get_fields_from_path
-from django.contrib.admin.views.main import SEARCH_VAR
-from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import Case, F, Q, QuerySet, TextField, Value, When
-from django.db.models.expressions import OrderBy
-from django.db.models.functions import Coalesce, Substr
+from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
-from django.utils.functional import cached_property
 from django.utils.html import format_html
-from django.utils.text import smart_split, unescape_string_literal
 from rest_framework.authtoken.models import TokenProxy
 
-import providers
+from conversations import admin_counts
 from conversations.actions.delete import delete_conversation
 from conversations.actions.owner import set_owner
 from conversations.actions.rename import rename_conversation
+from conversations.admin_counts import (
+    CountAtLeast,
+    EstimatedCountPaginator,
+    distinct_values,
+    indexed_choices,
+)
 from conversations.admin_list import LeanListAdmin, change_url, timestamp
+from conversations.admin_search import KNOWN_COUNT, KeySearch, key_matches, search_words
 from conversations.domains import DOMAIN
 from conversations.models import (
     Attribution,
@@ -46,6 +46,7 @@ from conversations.models import (
     Share,
     Turn,
 )
+from conversations.payload_text import decodes, human_size, pretty_json, pretty_json_prefix
 from conversations.search import (
     PROVIDER,
     counted_matches,
@@ -71,215 +72,6 @@ def _clip(text: str, limit: int = TEXT_PREVIEW) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def human_size(size: int) -> str:
-    for unit in ("bytes", "KB", "MB"):
-        if size < 1024 or unit == "MB":
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size} bytes"  # pragma: no cover
-
-
-def decodes(provider: str, format: str, value_json: str) -> bool | None:
-    """Does the payload decode with its provider's adapter? None: no adapter to ask."""
-    try:
-        adapter = providers.adapter(provider)
-    except ValueError:  # a provider no adapter here reads
-        return None
-    decode = getattr(adapter, "decode", None)
-    if decode is None:
-        return None
-    try:
-        decode(orjson.loads(value_json), format)
-    except orjson.JSONDecodeError:
-        return False
-    except Exception:
-        return False
-    return True
-
-
-def pretty_json_prefix(text: str, indent: int = 2) -> str:
-    """JSON text (possibly cut short, as a large payload's preview is) laid out one value per
-    line. Reads only the structure (brackets, commas, colons outside strings), so a truncated
-    prefix is laid out as far as it goes; the characters themselves are kept as stored."""
-    out: list[str] = []
-    depth = 0
-    in_string = escaped = False
-    pad = " " * indent
-    for ch in text:
-        if in_string:
-            out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch in " \t\r\n":
-            continue
-        if ch == '"':
-            in_string = True
-            out.append(ch)
-        elif ch in "{[":
-            depth += 1
-            out.append(ch + "\n" + pad * depth)
-        elif ch in "}]":
-            depth = max(0, depth - 1)
-            out.append("\n" + pad * depth + ch)
-        elif ch == ",":
-            out.append(",\n" + pad * depth)
-        elif ch == ":":
-            out.append(": ")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-class EstimatedCountPaginator(Paginator):
-    """A changelist paginator that does not count a whole table: unfiltered, the count is the
-    database's estimate (PostgreSQL's planner statistics; SQLite's largest rowid, exact until
-    rows are deleted). A filtered list (by conversation, kind, search) is counted exactly up
-    to ``COUNT_LIMIT`` rows, and past it is "at least" that many (``CountAtLeast``): counting
-    every message event of a million to show a number nobody pages through is the cost."""
-
-    @cached_property
-    def count(self) -> int:
-        if self.known_count is not None:
-            return self.known_count
-        qs = self.object_list
-        if not isinstance(qs, QuerySet):
-            return super().count
-        if not qs.query.where:
-            estimate = _estimated_rows(qs.model, qs.db)
-            if estimate is not None and estimate >= ESTIMATE_ABOVE:
-                return estimate
-        counted = qs.order_by().values(_counted_column(qs))[: COUNT_LIMIT + 1].count()
-        return counted if counted <= COUNT_LIMIT else CountAtLeast(COUNT_LIMIT)
-
-    @cached_property
-    def rows(self) -> Any:
-        """What the pages are read from: ``object_list``, or a search's few matches sorted
-        (``matches_sorted``) on PostgreSQL."""
-        qs = self.object_list
-        if (self.searched and isinstance(qs, QuerySet) and not isinstance(self.count, CountAtLeast)
-                and connections[qs.db].vendor == "postgresql"):
-            return matches_sorted(qs)
-        return qs
-
-    def page(self, number: Any) -> Any:
-        self.object_list = self.rows
-        return super().page(number)
-
-    searched = False  # a search's list: set by ``KeySearch.get_paginator``
-    # The count, when the search has already learnt it from its index (``KNOWN_COUNT``).
-    known_count: int | None = None
-
-
-def matches_sorted(qs: QuerySet) -> QuerySet:
-    """``qs`` in the same order, by a sort of its rows rather than by a walk of the order's
-    index. For a search with few matches (at most ``COUNT_LIMIT``, counted through the search's
-    own index) on PostgreSQL: there the planner walks the order index and tests every row when
-    the matches it estimates are few but sit far along that order (a search of sources read
-    250k of them to find 100: 310 ms; sorting the 1,562 matches: a few ms). An order expression
-    that no index holds (``COALESCE(x, x)``, which is ``x``) makes it find the matches, then
-    sort them."""
-    ordering = []
-    for item in qs.query.order_by:
-        if isinstance(item, str):
-            name = item.removeprefix("-")
-            expression = Coalesce(F(name), F(name))
-            ordering.append(expression.desc() if item.startswith("-") else expression.asc())
-        elif isinstance(item, OrderBy):
-            ordering.append(OrderBy(Coalesce(item.expression, item.expression),
-                                    descending=item.descending, nulls_first=item.nulls_first,
-                                    nulls_last=item.nulls_last))
-        else:
-            return qs  # an order this cannot rewrite: left to the planner
-    return qs.order_by(*ordering) if ordering else qs
-
-
-def _counted_column(qs: QuerySet) -> str:
-    """What the bounded count selects: the list's first order column, which each filter's index
-    holds (they end with the list's order), so SQLite counts from the index alone; the key
-    would be a read of each row (these tables' keys are not SQLite's rowid)."""
-    for name in qs.query.order_by:
-        if isinstance(name, str) and "__" not in name:
-            try:
-                field = qs.model._meta.get_field(name.lstrip("-"))
-            except FieldDoesNotExist:
-                break
-            if field.concrete:
-                return field.attname
-        break
-    return "pk"
-
-
-ESTIMATE_ABOVE = 100_000  # below this an exact count is cheap, and what people expect
-COUNT_LIMIT = 10_000  # rows: a filtered list is counted this far (100 pages of 100)
-
-
-class CountAtLeast(int):
-    """A count that stopped at its limit: pages as that many rows, and reads "10000+" wherever
-    the admin shows it (the templates localize a number through ``__html__``/``__str__``)."""
-
-    def __str__(self) -> str:
-        return f"{int(self)}+"
-
-    def __html__(self) -> str:
-        return str(self)
-
-
-def _estimated_rows(model: Any, using: str) -> int | None:
-    conn = connections[using]
-    table = model._meta.db_table
-    with conn.cursor() as cursor:
-        if conn.vendor == "postgresql":
-            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                           [conn.ops.quote_name(table)])
-        elif conn.vendor == "sqlite":
-            cursor.execute(f"SELECT MAX(rowid) FROM {conn.ops.quote_name(table)}")
-        else:
-            return None
-        row = cursor.fetchone()
-    return int(row[0]) if row and row[0] is not None and row[0] >= 0 else None
-
-
-def distinct_values(model: Any, column: str, using: str = "default", limit: int = 200
-                    ) -> list[str]:
-    """The distinct values of an indexed column by skip-scan — one index probe per value
-    (a recursive query: the smallest value, then the smallest above it, ...) instead of a
-    DISTINCT over every row, which Django's field filters run on each list view."""
-    conn = connections[using]
-    q = conn.ops.quote_name
-    table, col = q(model._meta.db_table), q(column)
-    sql = (f"WITH RECURSIVE d(v, n) AS (SELECT MIN({col}), 1 FROM {table} UNION ALL "
-           f"SELECT (SELECT MIN({col}) FROM {table} WHERE {col} > d.v), n + 1 FROM d "
-           f"WHERE d.v IS NOT NULL AND n < %s) SELECT v FROM d WHERE v IS NOT NULL")
-    with conn.cursor() as cursor:
-        cursor.execute(sql, [limit])
-        return [row[0] for row in cursor.fetchall()]
-
-
-def indexed_choices(field_name: str, title: str | None = None) -> type[admin.SimpleListFilter]:
-    """A list filter on an indexed column whose choices come from ``distinct_values``."""
-
-    class IndexedChoices(admin.SimpleListFilter):
-        parameter_name = field_name
-
-        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-            model = model_admin.model
-            column = model._meta.get_field(field_name).column
-            return [(v, v) for v in distinct_values(model, column) if v]
-
-        def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-            value = self.value()
-            return queryset.filter(**{field_name: value}) if value else queryset
-
-    IndexedChoices.title = title or field_name
-    IndexedChoices.__name__ = f"{field_name.title()}Choices"
-    return IndexedChoices
-
-
 class ProvenanceProviderFilter(admin.SimpleListFilter):
     """Turns by provider: the choices are the maintained filter counts' providers (the turn
     table has no provider index to scan, and needs none for this)."""
@@ -294,82 +86,6 @@ class ProvenanceProviderFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(provider=self.value()) if self.value() else queryset
-
-
-def pretty_json(text: str) -> str:
-    try:
-        return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
-    except orjson.JSONDecodeError:
-        return pretty_json_prefix(text)
-
-
-class KeySearch(admin.ModelAdmin):
-    """Search by key as well as by text: a term equal to one of ``key_search_fields`` finds
-    its rows through that field's index. Django's "=field" search is a case-insensitive match
-    (on SQLite a LIKE, and a UUID cast to text on PostgreSQL) that no index serves: a full
-    scan of a million events per search. A key field is asked only for a term it can hold
-    (a UUID for a UUID field). ``search_fields`` are searched as Django searches them: each
-    word in one of them (icontains)."""
-
-    key_search_fields: tuple[str, ...] = ()
-
-    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        return (*self.search_fields, *self.key_search_fields)  # the search box shows for both
-
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
-                           ) -> tuple[QuerySet, bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        found = key_matches(queryset.model, self.key_search_fields, term)
-        if self.search_fields:
-            text = Q.create([self.word_matches(word, queryset.db)
-                             for word in search_words(term)])
-            found = text if found is None else found | text
-        if found is None:
-            return queryset.none(), False
-        return queryset.filter(found), False
-
-    def word_matches(self, word: str, using: str) -> Q:
-        """The rows with ``word`` in one of ``search_fields``, as Django's admin finds them."""
-        return Q.create([(f"{name}__icontains", word) for name in self.search_fields],
-                        connector=Q.OR)
-
-    def get_paginator(self, request: HttpRequest, queryset: QuerySet, per_page: int,
-                      orphans: int = 0, allow_empty_first_page: bool = True) -> Paginator:
-        paginator = super().get_paginator(request, queryset, per_page, orphans,
-                                          allow_empty_first_page)
-        if isinstance(paginator, EstimatedCountPaginator):
-            paginator.searched = bool(request.GET.get(SEARCH_VAR, "").strip())
-            paginator.known_count = getattr(request, KNOWN_COUNT, None)
-        return paginator
-
-
-# A request attribute: the list's count, set by a search that learnt it from its index (the
-# paginator is made from the request, after the search, and sees nothing else of it).
-KNOWN_COUNT = "turnscope_known_count"
-
-
-def search_words(term: str) -> list[str]:
-    """The words of a search, as Django's admin splits them (a quoted phrase is one word)."""
-    return [unescape_string_literal(bit) if bit[:1] in "\"'" and bit[0] == bit[-1] else bit
-            for bit in smart_split(term)]
-
-
-def key_matches(model: Any, fields: tuple[str, ...], term: str) -> Q | None:
-    """The rows whose ``fields`` (paths such as "conversation__id") equal ``term``, typed as
-    each field takes it; None when no field can hold it."""
-    found: Q | None = None
-    for name in fields:
-        field = get_fields_from_path(model, name)[-1]
-        try:
-            value = field.to_python(term)
-        except ValidationError:
-            continue
-        if value is None or value == "":
-            continue
-        found = Q(**{name: value}) if found is None else found | Q(**{name: value})
-    return found
 
 
 class ReadOnlyAdmin(KeySearch, LeanListAdmin):
@@ -454,14 +170,14 @@ class ConversationAdmin(KeySearch, LeanListAdmin):
         words = search_words(search_term.strip())
         if len(words) != 1 or key_matches(Conversation, self.key_search_fields, words[0]):
             return super().get_search_results(request, queryset, search_term)
-        counted = counted_matches(words[0], COUNT_LIMIT, queryset.db)
+        limit = admin_counts.COUNT_LIMIT
+        counted = counted_matches(words[0], limit, queryset.db)
         if counted is None:
             return super().get_search_results(request, queryset, search_term)
         count, found = counted
         if not queryset.query.where:
             # The whole list searched for one word: the index has counted it already.
-            setattr(request, KNOWN_COUNT,
-                    count if count <= COUNT_LIMIT else CountAtLeast(COUNT_LIMIT))
+            setattr(request, KNOWN_COUNT, count if count <= limit else CountAtLeast(limit))
         return (queryset.filter(found) if count else queryset.none()), False
 
     def word_matches(self, word: str, using: str) -> Q:
@@ -667,10 +383,10 @@ class AttributionAdmin(ReadOnlyAdmin):
             # not for a non-ASCII word, whose case the index folds and LIKE does not. (An ASCII
             # word differs only where a source spells it with a letter that folds to ASCII,
             # the Kelvin sign "K" for "k": at worst the last of 100 pages is short.)
-            if indexed <= COUNT_LIMIT:
+            if indexed <= admin_counts.COUNT_LIMIT:
                 setattr(request, KNOWN_COUNT, indexed)
             elif words[0].isascii():
-                setattr(request, KNOWN_COUNT, CountAtLeast(COUNT_LIMIT))
+                setattr(request, KNOWN_COUNT, CountAtLeast(admin_counts.COUNT_LIMIT))
         return queryset.filter(found), False
 
     def word_matches(self, word: str, using: str) -> Q:
@@ -682,9 +398,9 @@ class AttributionAdmin(ReadOnlyAdmin):
         at most ``COUNT_LIMIT`` sources have (a scan of every source was 130 ms at 384k); a
         common word reads the list in order, testing each. PostgreSQL: the trigram indexes of
         the folded copies of both (``search.FOLDED``)."""
-        found = source_matches(word, COUNT_LIMIT, using)
+        found = source_matches(word, admin_counts.COUNT_LIMIT, using)
         indexed = found[0] if found else None
-        if found and indexed <= COUNT_LIMIT:
+        if found and indexed <= admin_counts.COUNT_LIMIT:
             return Q(pk__in=found[1]), indexed
         return source_folded_matches(word, using) or super().word_matches(word, using), indexed
 

@@ -216,7 +216,7 @@ def turn_payloads(request: HttpRequest, conversation_id: str, index: int) -> Htt
     interpreted), a large one as its first 64 KB."""
     from django.db.models.functions import Substr
 
-    from conversations.admin import human_size, pretty_json, pretty_json_prefix
+    from conversations.payload_text import human_size, pretty_json, pretty_json_prefix
 
     conversation = _visible(request, conversation_id)
     if conversation.owner_id != request.user.pk and not request.user.is_staff:

@@ -14,9 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from conversations import search
-from conversations.admin import decodes, human_size
+from conversations import admin_counts, admin_search, search
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
+from conversations.payload_text import decodes, human_size
 
 pytestmark = pytest.mark.django_db
 
@@ -243,13 +243,12 @@ def test_list_query_reads_no_large_column(admin_client, model):
 
 
 def test_unfiltered_list_of_a_large_table_is_not_counted(admin_client, monkeypatch):
-    from conversations import admin as conversation_admin
 
     populate(5)
     if connection.vendor == "postgresql":  # the planner's statistics are the estimate
         with connection.cursor() as cursor:
             cursor.execute('ANALYZE "conversations_event"')
-    monkeypatch.setattr(conversation_admin, "ESTIMATE_ABOVE", 1)
+    monkeypatch.setattr(admin_counts, "ESTIMATE_ABOVE", 1)
     url = reverse("admin:conversations_event_changelist")
     with CaptureQueriesContext(connection) as captured:
         changelist = admin_client.get(url).context["cl"]
@@ -263,7 +262,7 @@ def test_unfiltered_list_of_a_large_table_is_not_counted(admin_client, monkeypat
 
 def test_list_filter_choices_do_not_scan_the_table(admin_client):
     from conversations import store
-    from conversations.admin import distinct_values
+    from conversations.admin_counts import distinct_values
 
     payload({"a": 1}, provider="openai", format="f1", version="v2")
     payload({"a": 2}, provider="anthropic", format="f2", version="v1")
@@ -294,7 +293,7 @@ def test_a_filtered_list_is_counted_up_to_its_limit(admin_client, monkeypatch):
     populate(5)
     url = reverse("admin:conversations_event_changelist")
     assert admin_client.get(f"{url}?kind=message").context["cl"].result_count == 5
-    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 3)
+    monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 3)
     conversation_admin.ProviderPayloadAdmin.list_per_page = 2
     try:
         response = admin_client.get(f"{url}?kind=message")
@@ -354,7 +353,6 @@ def test_conversation_search_reads_the_lists_index_of_every_text(admin_client, m
     """The conversations admin searches as the conversation list does: titles, messages and
     cited sources, through the search index (no LIKE over every title); a word too short for
     a trigram reads titles only."""
-    from conversations import admin as conversation_admin
 
     said = populate(3)  # its messages say "message 0".."message 2", its sources "source 0"..
     other = populate(1)  # "bulk 1"
@@ -368,7 +366,7 @@ def test_conversation_search_reads_the_lists_index_of_every_text(admin_client, m
         assert response.status_code == 200
         listed = [q["sql"] for q in captured.captured_queries
                   if "conversations_conversation" in q["sql"] and "LIMIT" in q["sql"]]
-        if min(len(w) for w in conversation_admin.search_words(term)) >= search.MIN_QUERY:
+        if min(len(w) for w in admin_search.search_words(term)) >= search.MIN_QUERY:
             # The outer statement's conditions (a search subquery's are its own).
             conditions = [sql.split(" WHERE ", 1)[1].rsplit(" ORDER BY", 1)[0] for sql in listed]
             assert not [c for c in conditions if "title" in c], conditions
@@ -409,9 +407,9 @@ def test_conversation_search_reads_the_lists_index_of_every_text(admin_client, m
     count, rows, sqls = counted('"message 0"', created_at__gte="2000-01-01 00:00:00+00:00")
     assert (count, rows) == (2, 2)
     assert [sql for sql in sqls if "COUNT" in sql and "conversations_conversation" in sql]
-    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 1)
+    monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 1)
     count, rows, _ = counted('"message 0"')
-    assert isinstance(count, conversation_admin.CountAtLeast) and (count, rows) == (1, 2)
+    assert isinstance(count, admin_counts.CountAtLeast) and (count, rows) == (1, 2)
 
 
 def test_domain_search_reads_the_domain_column(admin_client, monkeypatch):
@@ -496,7 +494,7 @@ def test_a_source_search_through_its_index_finds_what_icontains_finds(admin_clie
     for term in terms:
         indexed, queries = found(term)
         if connection.vendor == "sqlite" and any(len(word) >= 3
-                                                 for word in conversation_admin.search_words(term)):
+                                                 for word in admin_search.search_words(term)):
             assert any(search.SOURCE_FTS_TABLE in sql for sql in queries), term
             if indexed:  # a rare word's page reads the ids the count's pass gave
                 assert any("json_each" in sql for sql in queries), term
@@ -507,7 +505,7 @@ def test_a_source_search_through_its_index_finds_what_icontains_finds(admin_clie
     # Case folds beyond ASCII, as on PostgreSQL (SQLite's LIKE folds ASCII only).
     assert found("ünïcode source")[0] == found("Ünïcode")[0] == found('"quoted"')[0] != []
     if connection.vendor == "sqlite":  # a common word: read in order, each source tested
-        monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 2)
         common, queries = found("source")
         assert len(common) == 7
         listed = [sql for sql in queries if sql.startswith('SELECT "conversations_attribution"')]
@@ -520,13 +518,12 @@ def test_a_common_word_is_counted_by_the_index_of_sources(admin_client, monkeypa
     non-ASCII word or two words are counted as any search is."""
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's FTS index of sources")
-    from conversations import admin as conversation_admin
 
     populate(4)
     populate(3)
     retitle("source 2", "Ünïcode source 2")  # two sources each
     retitle("source 1", "Ünïcode source 1")
-    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 2)
+    monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 2)
     url = reverse("admin:conversations_attribution_changelist")
 
     def listed(params: dict[str, str]) -> tuple[Any, list[str]]:
@@ -536,7 +533,7 @@ def test_a_common_word_is_counted_by_the_index_of_sources(admin_client, monkeypa
 
     response, queries = listed({"q": "source"})
     assert response.context["cl"].result_count == 2
-    assert isinstance(response.context["cl"].result_count, conversation_admin.CountAtLeast)
+    assert isinstance(response.context["cl"].result_count, admin_counts.CountAtLeast)
     assert b"2+ results" in response.content
     assert not [sql for sql in queries if "COUNT" in sql and "LIKE" in sql]
     assert len(response.context["cl"].result_list) == 7
@@ -545,10 +542,10 @@ def test_a_common_word_is_counted_by_the_index_of_sources(admin_client, monkeypa
         queries = listed(params)[1]
         assert [sql for sql in queries if "COUNT" in sql and "LIKE" in sql], params
     # A rare word: the list is the index's matches, as many as it counted; no other count.
-    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 10_000)
+    monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 10_000)
     response, queries = listed({"q": '"source 1"'})
     assert response.context["cl"].result_count == 2 == len(response.context["cl"].result_list)
-    assert not isinstance(response.context["cl"].result_count, conversation_admin.CountAtLeast)
+    assert not isinstance(response.context["cl"].result_count, admin_counts.CountAtLeast)
     assert [sql for sql in queries if "COUNT" in sql] == [
         sql for sql in queries if "COUNT" in sql and search.SOURCE_FTS_TABLE in sql
         and "conversations_attribution\"" not in sql]
@@ -599,7 +596,6 @@ def test_a_source_search_on_postgresql_reads_trigram_indexes_and_sorts_few_match
     """The search of sources is answered by the trigram indexes of url and title, and a page
     of few matches is a sort of them, never a walk of the order's index testing each source;
     its rows and their order are those of the walk."""
-    from conversations import admin as conversation_admin
 
     for n in (6, 5, 4):
         populate(n)
@@ -630,7 +626,7 @@ def test_a_source_search_on_postgresql_reads_trigram_indexes_and_sorts_few_match
     # The page's order is a sort of the matches, not the order index's (which, walked, was
     # 250k sources tested to find 100 at scale).
     assert plan(page).startswith("Limit |   ->  Sort") or plan(page).startswith("Sort"), plan(page)
-    monkeypatch.setattr(conversation_admin, "COUNT_LIMIT", 3)  # "3+": the walk, unsorted
+    monkeypatch.setattr(admin_counts, "COUNT_LIMIT", 3)  # "3+": the walk, unsorted
     walked_rows, queries = listed("source")
     page = next(sql for sql in queries if sql.startswith('SELECT "'))
     assert "COALESCE" not in page
@@ -640,7 +636,7 @@ def test_a_source_search_on_postgresql_reads_trigram_indexes_and_sorts_few_match
 def test_matches_sorted_keeps_the_order():
     from django.db.models import F
 
-    from conversations.admin import matches_sorted
+    from conversations.admin_counts import matches_sorted
 
     populate(4)
     populate(3)

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.admin import pretty_json_prefix
 from conversations.models import Conversation, Event, ProviderPayload, Turn
+from conversations.payload_text import pretty_json_prefix
 from conversations.templatetags.turnscope import ago
 from streams.builder import EventRecord
 from tests.support import add_turn, add_user_turn
