@@ -8,7 +8,8 @@ write through ``conversations.store`` only.
 
 Each conversation is all or nothing (with the forks its branches became, in one transaction);
 a file, or a conversation inside one, that cannot be read is reported and the rest go on.
-Results come one at a time, as they are stored, so a caller can show progress.
+Results come in order, as they are committed (``IMPORT_BATCH`` conversations a commit), so a
+caller can show progress.
 
 Where a chat export's conversation object (the payload kept whole, ``chatgpt.export`` /
 ``claude_ai.export``) hangs: on the first event of the conversation, once. Every turn came from
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import orjson
-from django.db import DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from conversations import ingest, sources, store
 from conversations.limits import turn_limits
@@ -115,24 +116,65 @@ class Progress:
 Result = Imported | Already | Failed | Progress
 
 
+# Conversations stored a commit, and at most this many turns: a commit per conversation made
+# SQLite's FTS5 write a segment of the search index per conversation and merge them again, and
+# SQLite write each page a conversation touched to the WAL at each commit (most of a 100 MB
+# import's kernel time). The turns bound a batch held in memory before it is written.
+IMPORT_BATCH = 50
+IMPORT_BATCH_TURNS = 2000
+
+
 def import_files(
     files: Sequence[Upload], *, owner: Any, format: str = "auto", recordings: str = "auto",
     copy: bool = False,
 ) -> Iterator[Result]:
-    """Import every conversation ``files`` hold, as ``owner``'s; yields each result as it is
-    stored (and a ``Progress`` after each). ``recordings``: how recordings of one provider
-    are grouped (``RECORDINGS``). A conversation the owner imported already is ``Already``
-    (so a re-run after a crash imports only what is missing), unless ``copy``: then it is
-    imported again, as a copy that remembers no source."""
+    """Import every conversation ``files`` hold, as ``owner``'s; yields each result, in the
+    order of the files, once it is stored (and a ``Progress`` after each). ``recordings``: how
+    recordings of one provider are grouped (``RECORDINGS``). A conversation the owner imported
+    already is ``Already`` (so a re-run after a crash imports only what is missing), unless
+    ``copy``: then it is imported again, as a copy that remembers no source.
+
+    Conversations are committed ``IMPORT_BATCH`` at a time (``_stored_batch``); each is still
+    all or nothing, and one that cannot be stored is reported and costs only itself."""
     reading = _Reading(files)
     total = sum(f.size for f in files) if all(f.size is not None for f in files) else None
+    batch: list[Failed | tuple[ImportedConversation | ExportDocument, tuple[int, ...]]] = []
+    turns = 0
     for item in detect.read(reading.uploads, format, recordings):
         indexes = reading.indexes(item)
         if isinstance(item, Problem):
-            yield Failed(indexes, item.source, item.message, item.line)
-        else:
-            yield _stored(item, indexes, owner, copy)
+            batch.append(Failed(indexes, item.source, item.message, item.line))
+            continue
+        batch.append((item, indexes))
+        turns += _turns(item) or 1
+        if sum(not isinstance(e, Failed) for e in batch) >= IMPORT_BATCH \
+                or turns >= IMPORT_BATCH_TURNS:
+            for result in _stored_batch(batch, owner, copy):
+                yield result
+                yield Progress(reading.done, total)
+            batch, turns = [], 0
+    for result in _stored_batch(batch, owner, copy):
+        yield result
         yield Progress(reading.done, total)
+
+
+def _stored_batch(
+    batch: Sequence[Failed | tuple[ImportedConversation | ExportDocument, tuple[int, ...]]],
+    owner: Any, copy: bool,
+) -> list[Imported | Already | Failed]:
+    """The conversations of ``batch`` stored in one transaction (``store.all_or_nothing``),
+    its problems passed on in their place. If any conversation cannot be stored, all of it is
+    rolled back and written again, each conversation in its own transaction (``_stored``), so
+    that one is reported by itself and the others are kept."""
+    if all(isinstance(entry, Failed) for entry in batch):
+        return [entry for entry in batch if isinstance(entry, Failed)]
+    try:
+        with store.all_or_nothing():
+            return [entry if isinstance(entry, Failed) else _store(*entry, owner, copy)
+                    for entry in batch]
+    except (*_REFUSED, DatabaseError):
+        return [entry if isinstance(entry, Failed) else _stored(*entry, owner, copy)
+                for entry in batch]
 
 
 class _Reading:
@@ -195,21 +237,51 @@ class _Counting:
         self.stream.close()
 
 
+# What ``_stored`` reports as the conversation's failure (any other error stops the import).
+_REFUSED = (MalformedInput, InvalidDocument, ProvenanceError, UnregisteredValue, ValueError,
+            IntegrityError, DataError, KeyError, TypeError, AttributeError, IndexError,
+            RecursionError)
+
+
+def _store(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any,
+           copy: bool) -> Imported | Already:
+    """Store ``item``, or find it imported already; its errors are raised."""
+    key = None if copy else sources.conversation_key(item)
+    there = _there(item, owner, key, copy)
+    if there is not None:
+        return Already(indexes, item.source, item.format, there, _turns(item))
+    return _written(item, indexes, owner, key)
+
+
+def _there(item: ImportedConversation | ExportDocument, owner: Any, key: str | None,
+           copy: bool) -> Conversation | None:
+    """The conversation the owner imported ``item`` as already, if any (never for a copy)."""
+    if copy:
+        return None
+    return sources.already_imported(owner, key) or sources.own_document(owner, item)
+
+
+def _written(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any,
+             key: str | None) -> Imported:
+    if isinstance(item, ExportDocument):
+        conversation = import_document(item.document, owner=owner, source=key)
+        return Imported(indexes, item.source, item.format, conversation,
+                        conversation.turns.count())
+    return _store_conversation(item, indexes, owner, key)
+
+
 def _stored(item: ImportedConversation | ExportDocument, indexes: tuple[int, ...], owner: Any,
             copy: bool) -> Imported | Already | Failed:
+    """What ``_store`` does, a refusal reported as ``Failed`` instead of raised (the write is
+    a transaction of its own: ``_store_conversation``, ``import_document``)."""
     source = item.source
     key = None if copy else sources.conversation_key(item)
-    there = None if copy else (sources.already_imported(owner, key)
-                               or sources.own_document(owner, item))
+    there = _there(item, owner, key, copy)
     if there is not None:
         return Already(indexes, source, item.format, there, _turns(item))
     try:
         try:
-            if isinstance(item, ExportDocument):
-                conversation = import_document(item.document, owner=owner, source=key)
-                return Imported(indexes, source, item.format, conversation,
-                                conversation.turns.count())
-            return _store_conversation(item, indexes, owner, key)
+            return _written(item, indexes, owner, key)
         except IntegrityError as exc:
             if key is None:
                 raise

@@ -255,3 +255,51 @@ def test_without_owner_the_only_superuser_else_a_refusal_naming_the_option(
         call_command(command, *args, stdout=io.StringIO())
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         call_command(command, *args, "--owner", "nobody", stdout=io.StringIO())
+
+
+def test_conversations_are_committed_in_batches_and_one_refused_costs_only_itself(
+        owner, monkeypatch):
+    """An import commits several conversations a transaction (their search docs in one
+    statement at its end); one the database refuses after its rows were written rolls the
+    batch back, which is written again conversation by conversation: that one is reported by
+    itself, in its place, and the others are stored once."""
+    from django.db import DataError, connection
+    from django.test.utils import CaptureQueriesContext
+
+    def numbered(n: int) -> dict:
+        conversation = chatgpt_tools()
+        conversation["title"] = f"Number {n}"
+        conversation["conversation_id"] = conversation["id"] = f"n{n}"
+        return conversation
+
+    with CaptureQueriesContext(connection) as queries:
+        done, failed = imported(uploads.import_files(
+            [memory("a.json", export_with(*(numbered(n) for n in range(3))))], owner=owner))
+    assert [r.conversation.title for r in done] == ["Number 0", "Number 1", "Number 2"]
+    assert failed == []
+    assert sum(q["sql"].startswith('INSERT INTO "conversations_searchdoc"')
+               for q in queries.captured_queries) == 1
+
+    real = uploads.store.record_turns
+
+    def refused_after_writing(turns, conversation):
+        result = real(turns, conversation)
+        if result[0].title == "Number 5":
+            raise DataError("value too long")
+        return result
+
+    monkeypatch.setattr(uploads.store, "record_turns", refused_after_writing)
+    monkeypatch.setattr(uploads, "IMPORT_BATCH", 2)
+    results = [r for r in uploads.import_files([
+        memory("b.json", export_with(*(numbered(n) for n in range(3, 7)))),
+        memory("notes.txt", b"not a conversation"),
+        memory("c.json", export_with(numbered(7))),
+    ], owner=owner) if not isinstance(r, uploads.Progress)]
+    assert [(type(r).__name__, r.files) for r in results] == [
+        ("Imported", (0,)), ("Imported", (0,)), ("Failed", (0,)), ("Imported", (0,)),
+        ("Failed", (1,)), ("Imported", (2,))]
+    assert [r.conversation.title for r in results if isinstance(r, uploads.Imported)] == [
+        "Number 3", "Number 4", "Number 6", "Number 7"]
+    assert results[2].message == "cannot be stored: value too long"
+    titles = list(Conversation.objects.order_by("title").values_list("title", flat=True))
+    assert titles == [f"Number {n}" for n in (0, 1, 2, 3, 4, 6, 7)]  # once each, 5 not at all
