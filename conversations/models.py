@@ -433,6 +433,25 @@ class TurnFragment(models.Model):
         return f"turn {self.turn_id} @ {self.key}"
 
 
+class PendingRender(models.Model):
+    """A finished turn whose renderings (message HTML, page fragment, Markdown and HTML export
+    chunks) are not made yet: the background renderer's queue (``conversations.warming``).
+
+    Written in the transaction that records or finishes the turn and removed once its caches
+    are written, so a restart loses nothing: the next drain takes what is left.
+    """
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, primary_key=True,
+                                related_name="+")
+    queued_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["queued_at"], name="pending_render_queued")]
+
+    def __str__(self) -> str:
+        return f"render turn {self.turn_id}"
+
+
 class StreamingTail(models.Model):
     """A streaming turn's tail while the cache cannot hold it (Redis down): the fallback
     ``conversations.streaming`` reads when the cache errs or misses. The runner writes it only

@@ -20,7 +20,7 @@ from django.db import DatabaseError, IntegrityError, router, transaction
 from django.db.models import Max, Prefetch, QuerySet
 from django.db.models.functions import Length
 
-from conversations import cache_rows, provenance, store
+from conversations import cache_rows, provenance, render_cache, store
 from conversations.limits import check_turn
 from conversations.models import Attribution, Conversation, Event, Turn, TurnExport
 from conversations.rendering import (
@@ -29,6 +29,7 @@ from conversations.rendering import (
     export_head,
     export_turn,
     join_export,
+    render_turn,
 )
 from conversations.rendering.ledger import build_ledger
 from conversations.schema import InvalidDocument, validate_export
@@ -294,60 +295,104 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
     reads plain rows, no model instances: a finished conversation streams at the database's
     pace. A turn with events past the snapshot's last seq (continued since) is made, never
     cached; a snapshot without reasoning has chunks of its own."""
-    last_seq, count = snapshot.last_seq, snapshot.turn_count
-    cache_format = f"json-{projection}" if fmt == "json" else fmt
-    if not snapshot.reasoning:
-        cache_format += "-noreasoning"
-    read_as: Projection = projection if fmt == "json" else "portable"
+    count = snapshot.turn_count
     for start in range(0, count, EXPORT_BATCH):
         # A window of turn indexes, not "the next EXPORT_BATCH from start": with only a lower
         # bound, PostgreSQL joined and grouped every later turn's events for each batch, then
         # kept 250 (15 ms a batch in the middle of a 5,000-turn conversation).
-        rows = list(
-            Turn.objects.filter(conversation_id=conversation.pk, index__gte=start,
-                                index__lt=min(start + EXPORT_BATCH, count))
-            .annotate(newest=Max("events__seq"), responses_size=Length("responses"))
-            .order_by("index")
-            .values_list("id", "index", "status", "end_reason", "newest", "responses_size")
-        )
-        if not rows:
-            continue
-        finished = {pk: _export_key(status, reason, newest, size)
-                    for pk, _, status, reason, newest, size in rows
-                    if status != Turn.Status.STREAMING and (newest or 0) <= last_seq}
-        texts = {}
-        for pk, key, text in (TurnExport.objects.filter(turn_id__in=list(finished),
-                                                        format=cache_format)
-                              .values_list("turn_id", "key", "text")):
-            if finished[pk] == key:
-                texts[pk] = text  # else stale: made again, and replaced
-        todo_ids = [row[0] for row in rows if row[0] not in texts]
-        todo = list(Turn.objects.filter(pk__in=todo_ids).order_by("index")) if todo_ids else []
-        made: dict[Any, str] = {}
-        for turn, events in turns_with_events(conversation, read_as, todo, upto=last_seq):
-            # The derived ledger is part of the JSON document only.
-            data = turn_dict(turn, [e for e in events if snapshot.keeps(e)], read_as,
-                             ledger=fmt == "json")
-            if fmt == "json":
-                dumped = orjson.dumps(data, option=orjson.OPT_INDENT_2)
-                made[turn.pk] = ("    " + dumped.decode().replace("\n", "\n    "))
-            else:
-                made[turn.pk] = export_turn(data, turn.index, fmt)
-            for event in events:
-                # Prefetched attributions point back at their event: a cycle only the
-                # collector would free, so a long export would hold every batch until then.
-                event.__dict__.pop(ATTRIBUTION_LIST, None)
-        _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished}, finished,
-                       side)
+        rows = _chunk_rows(Turn.objects.filter(conversation_id=conversation.pk,
+                                               index__gte=start,
+                                               index__lt=min(start + EXPORT_BATCH, count)))
+        texts = _batch_chunks(conversation, fmt, projection, snapshot, rows, side)
         for row in rows:
-            yield texts[row[0]] if row[0] in texts else made[row[0]]
+            yield texts[row[0]]
+
+
+def _chunk_rows(turns: QuerySet[Turn]) -> list[tuple[Any, ...]]:
+    """(id, index, status, end_reason, newest seq, responses size) of ``turns``, by index."""
+    return list(turns.annotate(newest=Max("events__seq"), responses_size=Length("responses"))
+                .order_by("index")
+                .values_list("id", "index", "status", "end_reason", "newest", "responses_size"))
+
+
+def _batch_chunks(conversation: Conversation, fmt: ExportFormat, projection: Projection,
+                  snapshot: Snapshot, rows: list[tuple[Any, ...]], side: Side | None
+                  ) -> dict[Any, str]:
+    """The chunk of each turn of ``rows`` (``_chunk_rows``), by turn id: cached, or made and
+    cached. The HTML export reads each message run's HTML from the page's cache
+    (``render_cache``) and adds to it what it rendered: a message is rendered once, whichever
+    of the page, the shared page or an export asks first."""
+    last_seq = snapshot.last_seq
+    cache_format = f"json-{projection}" if fmt == "json" else fmt
+    if not snapshot.reasoning:
+        cache_format += "-noreasoning"
+    read_as: Projection = projection if fmt == "json" else "portable"
+    if not rows:
+        return {}
+    finished = {pk: _export_key(status, reason, newest, size)
+                for pk, _, status, reason, newest, size in rows
+                if status != Turn.Status.STREAMING and (newest or 0) <= last_seq}
+    texts = {}
+    for pk, key, text in (TurnExport.objects.filter(turn_id__in=list(finished),
+                                                    format=cache_format)
+                          .values_list("turn_id", "key", "text")):
+        if finished[pk] == key:
+            texts[pk] = text  # else stale: made again, and replaced
+    todo_ids = [row[0] for row in rows if row[0] not in texts]
+    todo = list(Turn.objects.filter(pk__in=todo_ids).order_by("index")) if todo_ids else []
+    read = turns_with_events(conversation, read_as, todo, upto=last_seq)
+    # The derived ledger is part of the JSON document only.
+    datas = (turn_dict(turn, [e for e in events if snapshot.keeps(e)], read_as,
+                       ledger=fmt == "json") for turn, events in read)
+    known: dict[str, str] = {}
+    if fmt == "html":  # each run's HTML looked up at once (the others made one at a time)
+        datas = iter(listed := list(datas))
+        known = render_cache.cached_html(listed)
+    html_rows: list[render_cache.Row] = []
+    made: dict[Any, str] = {}
+    for (turn, events), data in zip(read, datas, strict=True):
+        if fmt == "json":
+            dumped = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+            made[turn.pk] = ("    " + dumped.decode().replace("\n", "\n    "))
+        elif fmt == "html":
+            rendered = render_turn(data, known, ledger=False)
+            # As the page does: a finished turn's own events only (a share without reasoning
+            # reads the owner's HTML but leaves its own runs uncached).
+            if turn.pk in finished and snapshot.reasoning:
+                html_rows += render_cache.fresh_rows(rendered, known)
+            made[turn.pk] = export_turn(data, turn.index, fmt, rendered=rendered)
+        else:
+            made[turn.pk] = export_turn(data, turn.index, fmt)
+        for event in events:
+            # Prefetched attributions point back at their event: a cycle only the
+            # collector would free, so a long export would hold every batch until then.
+            event.__dict__.pop(ATTRIBUTION_LIST, None)
+    _cache_exports(cache_format, {pk: made[pk] for pk in made if pk in finished}, finished,
+                   side, html_rows)
+    return texts | made
+
+
+def warm_exports(conversation: Conversation, turn_ids: Iterable[Any],
+                 formats: Iterable[DocumentFormat] = ("markdown", "html")) -> None:
+    """Make and cache the export chunks of these turns of ``conversation`` (the finished ones
+    whose chunks are missing or stale) in ``formats``: what the background renderer does
+    after a turn is recorded, so a first export is read from the cache."""
+    with one_snapshot(router.db_for_read(Turn)) as side:
+        conversation = Conversation.objects.get(pk=conversation.pk)
+        snapshot = Snapshot(conversation.turns.count(), conversation.next_seq - 1)
+        rows = _chunk_rows(Turn.objects.filter(conversation_id=conversation.pk,
+                                               pk__in=list(turn_ids)))
+        rows = [row for row in rows if row[2] != Turn.Status.STREAMING]
+        for fmt in formats:
+            _batch_chunks(conversation, fmt, "portable", snapshot, rows, side)
 
 
 def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str],
-                   side: Side | None = None) -> None:
-    """Cache the finished turns' chunks ``made``, under their ``keys``; a chunk cached under
-    an older key is replaced. Through ``side`` when the export reads a snapshot of its own."""
-    if not made:
+                   side: Side | None = None, html: list[render_cache.Row] | None = None) -> None:
+    """Cache the finished turns' chunks ``made``, under their ``keys`` (a chunk cached under
+    an older key is replaced), and the message ``html`` rendered for them. Through ``side``
+    when the export reads a snapshot of its own."""
+    if not made and not html:
         return
     rows = [(pk, cache_format, keys[pk], text) for pk, text in made.items()]
     fields, options = ("turn", "format", "key", "text"), {
@@ -356,6 +401,7 @@ def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str]
         try:
             with transaction.atomic():
                 cache_rows.put(TurnExport, fields, rows, **options)  # type: ignore[arg-type]
+                render_cache.put(html or [])
         except IntegrityError:
             pass  # a turn deleted meanwhile: nothing to cache for it
         return
@@ -364,6 +410,7 @@ def _cache_exports(cache_format: str, made: dict[Any, str], keys: dict[Any, str]
     try:
         cache_rows.put(TurnExport, fields, rows, connection=connection,
                        **options)  # type: ignore[arg-type]
+        render_cache.put(html or [], connection=connection)
         connection.commit()
     except DatabaseError:
         # A turn deleted meanwhile, or the database busy: a cache, so nothing lost.

@@ -1,8 +1,8 @@
 """Read-side assembly for pages: the portable projection, rendered once per event.
 
 Rendering reads only the portable projection. A stored event never changes, so its HTML is
-cached by (event id, renderer version) in ``RenderedHTML``; a reload of a finished conversation
-does no markdown work.
+cached by (event id, renderer version) in ``RenderedHTML`` (``render_cache``); a reload of a
+finished conversation does no markdown work.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from conversations import cache_rows, domains, search, streaming
+from conversations import cache_rows, domains, render_cache, search, streaming
 from conversations.models import (
     Conversation,
     Event,
-    RenderedHTML,
     Turn,
     TurnFragment,
 )
@@ -88,37 +87,6 @@ def _fragment_key(turn: Turn) -> str:
     return f"{_fragment_version()}:{turn.status}:{turn.end_reason}:{turn.last_seq or 0}"
 
 
-def _row_key(key: str) -> tuple[str, str]:
-    """(event id, renderer_version) of a run key: a run of N > 1 events is cached on its first
-    event under "<version>+N", so a run that grew while streaming never hits a stale entry."""
-    event_id, _, length = key.partition("+")
-    return event_id, f"{_VERSION}+{length}" if length else _VERSION
-
-
-def cached_html(turns: list[dict[str, Any]]) -> dict[str, str]:
-    first_ids = [e["id"] for d in turns for e in d["events"] if e["kind"] == "message"]
-    rows = RenderedHTML.objects.filter(
-        event_id__in=first_ids, renderer_version__startswith=_VERSION
-    ).values_list("event_id", "renderer_version", "html")
-    out = {}
-    for event_id, version, html in rows:
-        _, _, length = version.partition("+")
-        if version.split("+")[0] == _VERSION:
-            out[f"{event_id}+{length}" if length else str(event_id)] = html
-    return out
-
-
-def _fresh_html(rendered: RenderedTurn, known: dict[str, str]) -> list[tuple[str, str, str]]:
-    """The (event id, renderer version, html) rows of the message HTML ``rendered`` made that
-    the cache did not hold."""
-    fresh = []
-    for key, html in rendered.fresh_html.items():
-        if key not in known:
-            event_id, version = _row_key(key)
-            fresh.append((event_id, version, str(html)))
-    return fresh
-
-
 def _store(html: list[tuple[str, str, str]], fragments: list[tuple[Any, str, str]]) -> None:
     """Cache what a page rendered: its new message HTML and (turn, key, html) fragments, in
     one transaction of an executemany each (a commit per turn was most of a cold page's time
@@ -127,8 +95,7 @@ def _store(html: list[tuple[str, str, str]], fragments: list[tuple[Any, str, str
         return
     try:
         with transaction.atomic():
-            cache_rows.put(RenderedHTML, ("event", "renderer_version", "html"), html,
-                           unique=("event", "renderer_version"))
+            render_cache.put(html)
             cache_rows.put(TurnFragment, ("turn", "key", "html"), fragments,
                            unique=("turn",), replace=("key", "html"))
     except IntegrityError:
@@ -234,13 +201,13 @@ def _render(conversation: Conversation, turns: list[Turn]
         return [], []
     datas = [turn_dict(t, events, ledger=False)
              for t, events in turns_with_events(conversation, turns=turns)]
-    known = cached_html(datas)
+    known = render_cache.cached_html(datas)
     views, html = [], []
     for turn, data in zip(turns, datas, strict=True):
         rendered = render_turn(data, cached_html=known)
         # A streaming turn's numbering and source titles may still change: cache it once done.
         if turn.status != Turn.Status.STREAMING:
-            html += _fresh_html(rendered, known)
+            html += render_cache.fresh_rows(rendered, known)
         view = TurnView(turn, data, rendered, _tail(turn))
         view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view})  # a SafeString
         views.append(view)
@@ -267,12 +234,12 @@ def snapshot_window(conversation: Conversation, snapshot: Snapshot, share: Any, 
     datas = [turn_dict(t, [e for e in events if snapshot.keeps(e)], ledger=False)
              for t, events in turns_with_events(conversation, turns=turns,
                                                 upto=snapshot.last_seq)]
-    known = cached_html(datas)
+    known = render_cache.cached_html(datas)
     views, html = [], []
     for turn, data in zip(turns, datas, strict=True):
         rendered = render_turn(data, cached_html=known)
         if snapshot.reasoning:
-            html += _fresh_html(rendered, known)
+            html += render_cache.fresh_rows(rendered, known)
         view = TurnView(turn, data, rendered)
         view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view, "share": share})
         views.append(view)

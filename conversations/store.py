@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
-from conversations import search, source_index
+from conversations import search, source_index, warming
 from conversations.ids import uuid7
 from conversations.models import Attribution, Conversation, Event, Turn, dumps
 from conversations.store_rows import (
@@ -209,9 +209,11 @@ def finish_turn(
     params = [status, end_reason, connection.ops.adapt_datetimefield_value(turn.completed_at)]
     if responses:
         params.append(turn.responses)
-    with connection.cursor() as cursor:
+    with _atomic(router.db_for_write(Turn)), connection.cursor() as cursor:
         cursor.execute(tables.finish_sql[bool(responses)], [*params, tables.uuid(turn.pk)])
         finished = cursor.rowcount
+        if finished:
+            warming.queue([turn.pk], connection=connection)
     if not finished:
         turn.status, turn.end_reason, turn.completed_at, turn.responses = before
         raise TurnFinished(f"turn {turn.pk} is not streaming: it was finished already")

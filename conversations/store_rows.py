@@ -22,7 +22,7 @@ import orjson
 from django.db.models import Model
 from django.utils import timezone
 
-from conversations import search, source_index
+from conversations import search, source_index, warming
 from conversations.ids import uuid7, uuid7_ints
 from conversations.models import (
     Attribution,
@@ -99,6 +99,7 @@ class Rows:
         self.search = search.Pending()
         self.sources = source_index.Pending()  # and to the Sources pages' rows
         self.owner_id: Any = ...
+        self.finished: list[Any] = []  # turns written finished: queued for rendering
 
     def ids(self, count: int) -> list[Any]:
         """``count`` fresh ids (see ``conversations.ids``), as the database takes them."""
@@ -144,6 +145,8 @@ class Rows:
         ))
         self.search.provenance(turn.provider, turn.model)
         self.search.turn()
+        if turn.status != Turn.Status.STREAMING:
+            self.finished.append(turn.pk)
 
     def _payload(self, payload: Payload, payload_id: Any) -> Any:
         value, size, digest = _payload_values(payload)
@@ -264,6 +267,7 @@ class Rows:
         # The admin's search of sources indexes them by trigger: few statements, not one a row.
         search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
         source_index.write(cursor, self.connection, self.sources)
+        warming.queue(self.finished, connection=self.connection)
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

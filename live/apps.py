@@ -12,6 +12,7 @@ class LiveConfig(AppConfig):
         from live import instances
 
         instances.add_hook(_reap_gone)
+        instances.add_hook(_render_pending)
 
 
 async def _reap_gone() -> None:
@@ -21,6 +22,27 @@ async def _reap_gone() -> None:
     from live import recovery
 
     await sync_to_async(recovery.reap_orphans)()
+
+
+RENDER_ROUND = 0.5  # seconds of background rendering per round of the server's loop
+
+
+async def _render_pending() -> None:
+    """A server's round of background rendering (``conversations.warming``): the turns
+    recorded since, rendered once for their page and exports. In a thread of its own, not the
+    one the requests' database work shares, so a long queue (a big import) delays no page."""
+    from asgiref.sync import sync_to_async
+    from django.db import close_old_connections
+
+    from conversations import warming
+
+    def round_() -> None:
+        try:
+            warming.drain_for(RENDER_ROUND)
+        finally:
+            close_old_connections()  # this thread's, as a request's are at its end
+
+    await sync_to_async(round_, thread_sensitive=False)()
 
 
 def _check_allowed_origins(app_configs, **kwargs):  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
+from ..items import RenderedTurn
 from .as_html import html_export, html_head, html_turn, join_html
 from .as_markdown import join_markdown, markdown_export, markdown_head, markdown_turn
 from .document import document_turns
@@ -38,11 +39,16 @@ def export_head(conversation: dict[str, Any], fmt: DocumentFormat) -> str:
     return markdown_head(conversation) if fmt == "markdown" else html_head(conversation)
 
 
-def export_turn(turn: dict[str, Any], position: int, fmt: DocumentFormat) -> str:
+def export_turn(turn: dict[str, Any], position: int, fmt: DocumentFormat, *,
+                rendered: RenderedTurn | None = None) -> str:
     """One portable turn's chunk; it depends on nothing but the turn (and ``position`` for a
-    turn without an index), so a finished turn's chunk can be cached."""
+    turn without an index), so a finished turn's chunk can be cached. ``rendered``: this same
+    turn already rendered by ``render_turn`` (message HTML included, from a cache or not), so
+    that it is not rendered again."""
     _check(fmt)
-    return markdown_turn(turn, position) if fmt == "markdown" else html_turn(turn, position)
+    if fmt == "markdown":
+        return markdown_turn(turn, position, rendered)
+    return html_turn(turn, position, rendered)
 
 
 def join_export(head: str, turns: Iterable[str], fmt: DocumentFormat) -> Iterator[str]:

@@ -19,6 +19,7 @@ from ..items import (
     MessageItem,
     ReasoningItem,
     RefusalItem,
+    RenderedTurn,
     SourceItem,
     ToolCallItem,
 )
@@ -203,9 +204,11 @@ def join_html(head: str, turns: Iterable[str]) -> Iterator[str]:
     yield "\n</main></body></html>\n"
 
 
-def html_turn(turn: dict[str, Any], position: int) -> str:
-    """One turn's ``<section>``; ``position`` numbers a turn without an index."""
-    rendered = render_turn(turn, ledger=False)
+def html_turn(turn: dict[str, Any], position: int, rendered: RenderedTurn | None = None) -> str:
+    """One turn's ``<section>``; ``position`` numbers a turn without an index; ``rendered``:
+    the turn as ``render_turn`` gave it already (its message HTML is what the section shows)."""
+    if rendered is None:
+        rendered = render_turn(turn, ledger=False)
     number = (rendered.index if rendered.index is not None else position) + 1
     heading = f"Turn {number} · {role_label(rendered)}"
     model = ""

@@ -21,6 +21,7 @@ from ..items import (
     MessageItem,
     ReasoningItem,
     RefusalItem,
+    RenderedTurn,
     SourceItem,
     ToolCallItem,
 )
@@ -169,11 +170,13 @@ def join_markdown(head: str, turns: Iterable[str]) -> Iterator[str]:
     yield "\n"
 
 
-def markdown_turn(turn: dict[str, Any], position: int) -> str:
+def markdown_turn(turn: dict[str, Any], position: int,
+                  rendered: RenderedTurn | None = None) -> str:
     """One turn of the export (its lines, joined); ``position`` numbers a turn without an
-    index."""
-    # The text is written here, not HTML; the ledger is the page's.
-    rendered = render_turn(turn, messages_html=False, ledger=False)
+    index; ``rendered``: the turn as ``render_turn`` gave it already (its HTML unused)."""
+    if rendered is None:
+        # The text is written here, not HTML; the ledger is the page's.
+        rendered = render_turn(turn, messages_html=False, ledger=False)
     registry = number_sources(turn)
     label_prefix = f"t{(rendered.index if rendered.index is not None else position) + 1}"
     heading = f"## Turn {label_prefix[1:]} · {role_label(rendered)}"
