@@ -344,10 +344,8 @@ def _batch_chunks(conversation: Conversation, fmt: ExportFormat, projection: Pro
     # The derived ledger is part of the JSON document only.
     datas = (turn_dict(turn, [e for e in events if snapshot.keeps(e)], read_as,
                        ledger=fmt == "json") for turn, events in read)
-    known: dict[str, str] = {}
-    if fmt == "html":  # each run's HTML looked up at once (the others made one at a time)
-        datas = iter(listed := list(datas))
-        known = render_cache.cached_html(listed)
+    known = render_cache.cached_runs([event.pk for _, events in read for event in events
+                                      if event.kind == "message"]) if fmt == "html" else {}
     html_rows: list[render_cache.Row] = []
     made: dict[Any, str] = {}
     for (turn, events), data in zip(read, datas, strict=True):

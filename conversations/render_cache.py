@@ -30,13 +30,18 @@ def row_key(key: str) -> tuple[str, str]:
     return event_id, f"{VERSION}+{length}" if length else VERSION
 
 
-def cached_html(turns: Sequence[dict[str, Any]], *, using: str | None = None) -> dict[str, str]:
+def cached_html(turns: Sequence[dict[str, Any]]) -> dict[str, str]:
     """The cached HTML of every message run of ``turns`` (portable turn dicts), by run key:
     what ``render_turn(..., cached_html=...)`` takes."""
-    first_ids = [e["id"] for d in turns for e in d["events"] if e["kind"] == "message"]
+    return cached_runs([e["id"] for d in turns for e in d["events"] if e["kind"] == "message"])
+
+
+def cached_runs(message_ids: Sequence[Any]) -> dict[str, str]:
+    """``cached_html`` of the runs that start at any of these message events."""
+    first_ids = list(message_ids)
     if not first_ids:
         return {}
-    rows = RenderedHTML.objects.using(using).filter(
+    rows = RenderedHTML.objects.filter(
         event_id__in=first_ids, renderer_version__startswith=VERSION
     ).values_list("event_id", "renderer_version", "html")
     out = {}
