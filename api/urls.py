@@ -6,13 +6,13 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 
-from api import live_turns, sources, views
+from api import forks, imports, live_turns, shares, sources, views
 
 urlpatterns = [
     path("capabilities", views.CapabilitiesView.as_view(), name="api-capabilities"),
     path("conversations", views.ConversationListView.as_view(), name="api-conversation-list"),
-    path("conversations/import", views.ImportView.as_view(), name="api-conversation-import"),
-    path("conversations/ingest", views.IngestView.as_view(), name="api-conversation-ingest"),
+    path("conversations/import", imports.ImportView.as_view(), name="api-conversation-import"),
+    path("conversations/ingest", imports.IngestView.as_view(), name="api-conversation-ingest"),
     path("conversations/<uuid:id>", views.ConversationDetailView.as_view(),
          name="api-conversation-detail"),
     # GET the turns, POST the next one live; re-run and stop a live turn (api.live_turns).
@@ -26,17 +26,17 @@ urlpatterns = [
          name="api-conversation-events"),
     path("conversations/<uuid:id>/export", views.ConversationExportView.as_view(),
          name="api-conversation-export"),
-    path("conversations/<uuid:id>/ingest", views.ConversationIngestView.as_view(),
+    path("conversations/<uuid:id>/ingest", imports.ConversationIngestView.as_view(),
          name="api-conversation-ingest-turn"),
-    path("conversations/<uuid:id>/fork", views.ForkView.as_view(), name="api-conversation-fork"),
-    path("conversations/<uuid:id>/turns/<int:index>/fork", views.TurnForkView.as_view(),
+    path("conversations/<uuid:id>/fork", forks.ForkView.as_view(), name="api-conversation-fork"),
+    path("conversations/<uuid:id>/turns/<int:index>/fork", forks.TurnForkView.as_view(),
          name="api-turn-fork"),
-    path("conversations/<uuid:id>/shares", views.ConversationSharesView.as_view(),
+    path("conversations/<uuid:id>/shares", shares.ConversationSharesView.as_view(),
          name="api-conversation-shares"),
-    path("shares", views.ShareListView.as_view(), name="api-share-list"),
+    path("shares", shares.ShareListView.as_view(), name="api-share-list"),
     path("sources", sources.SourcesView.as_view(), name="api-sources"),
     path("sources/models", sources.SourceModelsView.as_view(), name="api-source-models"),
-    path("shares/<str:token>", views.ShareDetailView.as_view(), name="api-share-detail"),
+    path("shares/<str:token>", shares.ShareDetailView.as_view(), name="api-share-detail"),
     # The OpenAPI schema and its docs UI (Swagger UI from drf-spectacular-sidecar, no CDN; the
     # split view serves its init script as a separate file, so the strict CSP holds).
     path("schema", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),

@@ -17,7 +17,6 @@ BEING_SPLIT = {
     "providers/openai/responses.py",
     "providers/openai/chat.py",
     # `rooms` (issue 35): split next, removed as each lands
-    "api/views.py",
     "importers/chatgpt.py",
     "bench/live.py",
 }
