@@ -10,7 +10,9 @@ What a provider provides:
   reads), ``package`` (the producer of the vocabulary its adapters register);
 * the response side: ``parser`` / ``parse`` / ``decode`` / ``formats`` (``providers.protocol``);
 * the request side: ``build_request`` / ``build_continuation`` (``providers.requests``: the
-  next request from stored turns);
+  next request from stored turns) and ``read_request`` (what a proxied request body holds:
+  ``providers.proxied``; ``endpoint`` is the proxy's name for the API it was sent to,
+  ``api_version`` the version header, ``url`` the URL it was sent to);
 * its error shape both ways: ``error_body`` (what its SDK expects) and ``error_code`` (the
   machine-readable code in an error it sent);
 * where it answers: ``api_url`` (its public API's base URL);
@@ -25,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from providers.protocol import ResponseParser, WireContext
+from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
@@ -59,6 +62,10 @@ class Provider(Protocol):
     def build_continuation(
         self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
     ) -> UpstreamRequest: ...
+
+    def read_request(
+        self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
+    ) -> ProxiedRequest: ...
 
     # -- errors ------------------------------------------------------------------------------
 

@@ -6,10 +6,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import providers.anthropic as package
-from providers.anthropic import request
-from providers.anthropic.blocks import FORMATS, PROVIDER
+from providers.anthropic import proxied, request
+from providers.anthropic.blocks import DEFAULT_API_VERSION, FORMATS, PROVIDER
 from providers.anthropic.messages import decode, parser
 from providers.protocol import ResponseParser, WireContext, parse_rows
+from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
@@ -49,6 +50,11 @@ class Anthropic:
         self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
     ) -> UpstreamRequest:
         return request.build_continuation(history, turn, paused)
+
+    def read_request(
+        self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
+    ) -> ProxiedRequest:
+        return proxied.read_request(body, api_version or DEFAULT_API_VERSION)
 
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),

@@ -1,9 +1,11 @@
 """Gemini ``generateContent`` bodies and ``streamGenerateContent`` streams (SSE, or a JSON array
 of chunks).
 
-Why one module of ~850 lines: one reader object holds the candidate's open block, its held
-function calls and streamed arguments, and the grounding that later chunks complete; every part
-handler shares that state (the shared JSON helpers and payload formats are in ``common``).
+One reader object (``Generate``) holds the candidate's open block, its held function calls and
+streamed arguments, and the grounding that later chunks complete; every part handler shares
+that state. Its metadata handlers (grounding, URL context, citations) are in ``grounding``,
+streamed function-call arguments in ``partial_args``, the shared JSON helpers and payload
+formats in ``common``.
 
 generateContent / streamGenerateContent (candidate ``index`` 0; other candidates -> ``Artifact``):
 
@@ -86,14 +88,12 @@ from providers.google.common import (
     ERROR_END,
     FILE_SEARCH,
     MAX_TOKENS,
-    METADATA,
     PART,
     PART_METADATA,
     PROVIDER,
     REFUSAL,
     TEXT_METADATA,
     TOOL_USE,
-    WEB_FETCH,
     WEB_SEARCH,
     api_version,
     endpoint_model,
@@ -103,13 +103,14 @@ from providers.google.common import (
     object_of,
     search_summary,
 )
+from providers.google.grounding import Grounding, TextBlock, supports_by_part
+from providers.google.partial_args import StreamedCall, apply_partial_args
 from providers.protocol import WireContext
 from providers.values import (
     as_dict,
     as_int,
     as_list,
     as_str,
-    count,
     int_counters,
     output_text,
 )
@@ -121,7 +122,6 @@ from streams.parts import (
     BlockEnd,
     BlockKind,
     BlockStart,
-    Citation,
     Part,
     Payload,
     ResponseEnd,
@@ -155,52 +155,12 @@ FINISH_REASONS = {
 _RESPONSE_KEYS = {"candidates", "usageMetadata", "promptFeedback", "modelVersion", "responseId"}
 
 
-def _source(chunk: Any) -> dict[str, str]:
-    """url/title (and excerpt) of a groundingChunk: web, maps, or retrieved context. File
-    Search chunks name no URL: they are cited by the document's title, else the store's
-    name, with the chunk's text as the excerpt (a source without a link)."""
-    chunk = as_dict(chunk)
-    for kind in ("web", "retrievedContext", "maps"):
-        source = as_dict(chunk.get(kind))
-        if as_str(source.get("uri")):
-            return {"url": source["uri"], "title": as_str(source.get("title")),
-                    "excerpt": as_str(source.get("text"))}
-    retrieved = as_dict(chunk.get("retrievedContext"))
-    title = next((as_str(retrieved.get(k)) for k in _RETRIEVAL_NAMES if as_str(retrieved.get(k))),
-                 "")
-    if title:
-        return {"url": "", "title": title, "excerpt": as_str(retrieved.get("text"))}
-    return {}
-
-
-_RETRIEVAL_NAMES = ("title", "documentName", "fileSearchStore", "ragCorpus")
 # Server-side tool parts (``toolCall`` / ``toolResponse``) by ``toolType`` -> activity name.
 SERVER_TOOLS = {"GOOGLE_SEARCH_WEB": WEB_SEARCH, "FILE_SEARCH": FILE_SEARCH}
 # Gemini 2.5 shows a File Search it runs as code: ``print(file_search.query(query="..."))``.
 _FILE_SEARCH_CODE = re.compile(r"""file_search\.query\(\s*query\s*=\s*(["'])((?:\\.|(?!\1).)*)\1""")
-_URL_STATUS_OK = "URL_RETRIEVAL_STATUS_SUCCESS"
 
 
-
-@dataclass
-class _TextBlock:
-    key: str
-    kind: BlockKind
-    parts: list[dict[str, Any]] = field(default_factory=list)
-    nbytes: int = 0  # UTF-8 length of the text so far: body supports are shifted by it
-    metadata: dict[str, Any] = field(default_factory=dict)
-    cited: set[tuple[str, str, int | None, int | None]] = field(default_factory=set)
-
-
-@dataclass
-class _StreamedCall:
-    """A function call whose arguments arrive in pieces (``partialArgs``, ``willContinue``)."""
-
-    call_id: str
-    name: str
-    part: dict[str, Any]  # the first piece's part (its thoughtSignature, ...), without the call
-    args: dict[str, Any] = field(default_factory=dict)
-    continuing: set[str] = field(default_factory=set)  # jsonPaths whose string goes on
 
 
 @dataclass
@@ -212,20 +172,20 @@ class _ServerTool:
 
 
 @dataclass
-class Generate:
+class Generate(Grounding):
     context: WireContext
     stream: bool
     version: str = ""
     started: bool = False
     done: bool = False
     response_id: str = ""
-    block: _TextBlock | None = None
+    block: TextBlock | None = None
     blocks: int = 0
     calls: int = 0
     code_runs: int = 0
     open_code: list[str] = field(default_factory=list)
     called_function: bool = False
-    streamed_call: _StreamedCall | None = None
+    streamed_call: StreamedCall | None = None
     server_tools: list[_ServerTool] = field(default_factory=list)  # called, not yet answered
     tool_parts: int = 0
     file_searches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # as code
@@ -241,9 +201,6 @@ class Generate:
 
     def __post_init__(self) -> None:
         self.version = api_version(self.context.endpoint)
-
-    def payload(self, fmt: str, value: Any) -> Payload:
-        return Payload(PROVIDER, fmt, self.version, value)
 
     # -- the response ----------------------------------------------------------------------
 
@@ -325,7 +282,7 @@ class Generate:
         per_part: dict[int, list[dict[str, Any]]] = {}
         if not self.stream:
             self.candidate_metadata = metadata
-            per_part, stray = _supports_by_part(grounding, parts)
+            per_part, stray = supports_by_part(grounding, parts)
             if stray:
                 yield self.stray_metadata(metadata, len(stray))
         for index, part in enumerate(parts):
@@ -417,7 +374,7 @@ class Generate:
         yield BlockEnd(key, payload)
 
     def open_block(self, kind: BlockKind) -> Iterator[Part]:
-        self.block = _TextBlock(f"b{self.blocks}", kind)
+        self.block = TextBlock(f"b{self.blocks}", kind)
         self.blocks += 1
         if kind == "message" and not self.stream:
             self.block.metadata = dict(self.candidate_metadata)
@@ -439,7 +396,7 @@ class Generate:
         self.called_function = True
         streamed = self.streamed_call
         if streamed is not None:  # the next piece of a call whose arguments stream
-            _apply_partial_args(streamed, call.get("partialArgs"))
+            apply_partial_args(streamed, call.get("partialArgs"))
             if call.get("willContinue") is not True:
                 yield from self.finish_call(complete=True)
             return
@@ -447,11 +404,11 @@ class Generate:
             # The arguments follow in pieces (``partialArgs``) until a part without
             # ``willContinue``: hold the call until then.
             rest = {k: v for k, v in part.items() if k != "functionCall"}
-            streamed = self.streamed_call = _StreamedCall(self.call_id(call), as_str(
+            streamed = self.streamed_call = StreamedCall(self.call_id(call), as_str(
                 call.get("name")), rest)
             if as_str(call.get("id")):
                 streamed.part["id"] = call["id"]
-            _apply_partial_args(streamed, call.get("partialArgs"))
+            apply_partial_args(streamed, call.get("partialArgs"))
             return
         yield ToolCall(
             self.call_id(call), as_str(call.get("name")), call.get("args", {}),
@@ -572,153 +529,6 @@ class Generate:
             payload=self.payload(PART, part),
         )
 
-    # -- grounding -------------------------------------------------------------------------
-
-    def search(self, grounding: dict[str, Any]) -> Iterator[Part]:
-        """The hosted Google Search behind the grounding, once per response."""
-        entry = as_dict(grounding.get("searchEntryPoint"))
-        html = as_str(entry.get("renderedContent"))
-        if html and html not in self.shown_entry_points:
-            self.shown_entry_points.add(html)
-            self.entry_points.append(entry_point_artifact(entry, html, self.version))
-        queries = [
-            q for q in as_list(grounding.get("webSearchQueries")) if isinstance(q, str) and q
-        ]
-        if not queries or self.searched:
-            return
-        self.searched = True
-        search_id = f"{self.response_id or 'response'}:search"
-        chunks = as_list(grounding.get("groundingChunks"))
-        sources = tuple(
-            {"url": as_str(web.get("uri")), "title": as_str(web.get("title"))}
-            for web in (as_dict(as_dict(c).get("web")) for c in chunks)
-            if as_str(web.get("uri"))
-        )
-        yield Activity(search_id, WEB_SEARCH, "started", input={"queries": queries})
-        yield Activity(
-            search_id,
-            WEB_SEARCH,
-            "completed",
-            input={"queries": queries},
-            summary=search_summary(len(queries), len(sources)),
-            sources=sources,
-        )
-
-    def url_context(self, metadata: dict[str, Any], grounding: dict[str, Any]) -> Iterator[Part]:
-        """URL context: one ``web_fetch`` per URL Gemini retrieved, with how that went."""
-        titles = {
-            as_str(web.get("uri")): as_str(web.get("title"))
-            for web in (as_dict(as_dict(c).get("web")) for c in as_list(
-                grounding.get("groundingChunks")))
-        }
-        for entry in map(as_dict, as_list(metadata.get("urlMetadata"))):
-            url, status = as_str(entry.get("retrievedUrl")), as_str(entry.get("urlRetrievalStatus"))
-            if not url or url in self.fetched:
-                continue
-            self.fetched.add(url)
-            fetch_id = f"{self.response_id or 'response'}:url_context:{len(self.fetched) - 1}"
-            yield Activity(fetch_id, WEB_FETCH, "started", input={"url": url})
-            if status == _URL_STATUS_OK:
-                source = {"url": url, "title": titles.get(url, "")}
-                yield Activity(fetch_id, WEB_FETCH, "completed", {"url": url}, "retrieved",
-                               (source,))
-            elif status and status != "URL_RETRIEVAL_STATUS_UNSPECIFIED":
-                code = status.removeprefix("URL_RETRIEVAL_STATUS_").lower()
-                yield Activity(fetch_id, WEB_FETCH, "failed", {"url": url},
-                               code.replace("_", " "), error_code=code)
-
-    def file_search_results(self, grounding: dict[str, Any]) -> Iterator[Part]:
-        """Retrieved-context grounding is what the File Search shown as code found."""
-        sources = [
-            _source(c) for c in as_list(grounding.get("groundingChunks"))
-            if as_dict(as_dict(c).get("retrievedContext"))
-        ]
-        if not sources:
-            return
-        found = tuple({"url": s["url"], "title": s["title"]} for s in sources if s)
-        for run_id, query in self.file_searches:
-            yield Activity(run_id, FILE_SEARCH, "completed", query,
-                           count(len(found), "result"), found)
-        self.file_searches = []
-
-    def cite(
-        self, block: _TextBlock, supports: Any, grounding: dict[str, Any], base: int
-    ) -> Iterator[Part]:
-        chunks = as_list(grounding.get("groundingChunks"))
-        # Supports cite the same few chunks over and over: read each chunk's source once.
-        sources: dict[int, dict[str, str]] = {}
-        cited = block.cited
-        for support in supports:
-            support = as_dict(support)
-            segment = as_dict(support.get("segment"))
-            start = base + (as_int(segment.get("startIndex")) or 0)
-            end = as_int(segment.get("endIndex"))
-            end = None if end is None else base + end
-            quote = segment.get("text") if isinstance(segment.get("text"), str) else None
-            for index in as_list(support.get("groundingChunkIndices")):
-                index = as_int(index)
-                if index is None or not 0 <= index < len(chunks):
-                    # An index with no chunk: the citation names no source. Kept (with no
-                    # URL and no title) so the reader is told, not silently dropped.
-                    if ("", "", start, end) not in cited:
-                        cited.add(("", "", start, end))
-                        yield Citation(block.key, "", start=start, end=end, unit="utf8",
-                                       quote=quote)
-                    continue
-                source = sources.get(index)
-                if source is None:
-                    source = sources[index] = _source(chunks[index])
-                if not source or (source["url"], source["title"], start, end) in cited:
-                    continue  # a chunk with no source, or the same citation already sent
-                cited.add((source["url"], source["title"], start, end))
-                yield Citation(
-                    block.key,
-                    source["url"],
-                    source["title"],
-                    source["excerpt"],
-                    start=start,
-                    end=end,
-                    unit="utf8",
-                    quote=quote,
-                )
-
-    def stream_metadata(self, metadata: dict[str, Any]) -> Iterator[Part]:
-        """Streamed grounding lands on the open message block (offsets address its text)."""
-        block = self.block
-        if block is None or block.kind != "message":
-            supports = as_list(as_dict(metadata.get("groundingMetadata")).get("groundingSupports"))
-            sources = as_list(as_dict(metadata.get("citationMetadata")).get("citationSources"))
-            if supports or sources:
-                yield self.stray_metadata(metadata, len(supports) + len(sources))
-            return
-        block.metadata.update(metadata)
-        grounding = as_dict(metadata.get("groundingMetadata"))
-        yield from self.cite(block, as_list(grounding.get("groundingSupports")), grounding, 0)
-        yield from self.recitations(metadata)
-
-    def stray_metadata(self, metadata: dict[str, Any], cited: int) -> Artifact:
-        # Citations must land on an open block; with none open they are kept whole instead.
-        return Artifact(
-            type="google.candidate_metadata",
-            summary=f"{count(cited, 'citation')} with no text block to attach to",
-            payload=self.payload(METADATA, metadata),
-        )
-
-    def recitations(self, metadata: dict[str, Any]) -> Iterator[Part]:
-        block = self.block
-        sources = as_list(as_dict(metadata.get("citationMetadata")).get("citationSources"))
-        if block is None or block.kind != "message":
-            return  # stays in the payload of the candidate's message block, if any
-        block.metadata.update({k: v for k, v in metadata.items() if k == "citationMetadata"})
-        for source in map(as_dict, sources):
-            url = as_str(source.get("uri"))
-            start, end = as_int(source.get("startIndex")) or 0, as_int(source.get("endIndex"))
-            if not url or (url, "", start, end) in block.cited:
-                continue
-            block.cited.add((url, "", start, end))
-            yield Citation(block.key, url, start=start, end=end, unit="utf8")
-
-
 _PartHandler = Callable[[Generate, dict[str, Any], Any, dict[str, Any]], Iterator[Part]]
 _PART_HANDLERS: dict[str, _PartHandler] = {
     "text": Generate.text_part,
@@ -745,33 +555,6 @@ def _add_part(parts: list[dict[str, Any]], part: dict[str, Any], *, merge: bool)
     parts.append(dict(part))
 
 
-def _supports_by_part(
-    grounding: dict[str, Any], parts: list[dict[str, Any]]
-) -> tuple[dict[int, list[Any]], list[Any]]:
-    """Body mode: the message part each support addresses (``partIndex``, 0 when absent).
-    A support naming a part that is not message text goes to the nearest message part."""
-    message_parts = [  # parts that hold message text (an empty one makes no message)
-        i for i, p in enumerate(parts) if as_str(p.get("text")) and not p.get("thought")
-    ]
-    by_part: dict[int, list[Any]] = {}
-    stray: list[Any] = []
-    for support in as_list(grounding.get("groundingSupports")):
-        wanted = as_int(as_dict(as_dict(support).get("segment")).get("partIndex")) or 0
-        target = (
-            wanted
-            if wanted in message_parts
-            else next(
-                (i for i in message_parts if i >= wanted),
-                message_parts[-1] if message_parts else None,
-            )
-        )
-        if target is None:
-            stray.append(support)
-        else:
-            by_part.setdefault(target, []).append(support)
-    return by_part, stray
-
-
 def _code_outcome(run_id: str, outcome: str, output: str, payload: Payload) -> Activity:
     words = outcome.removeprefix("OUTCOME_").lower().replace("_", " ") or "finished"
     shown = {"text": output_text(output)} if output else None
@@ -782,79 +565,3 @@ def _code_outcome(run_id: str, outcome: str, output: str, payload: Payload) -> A
         run_id, CODE_EXECUTION, "failed", summary=words, error_code=outcome.lower(),
         payload=payload, output=shown,
     )
-
-
-def _apply_partial_args(call: _StreamedCall, pieces: Any) -> None:
-    """Set each ``partialArgs`` value at its ``jsonPath`` ($.a.b, $.a[0]); a string whose
-    previous piece said ``willContinue`` goes on where it stopped."""
-    for piece in map(as_dict, as_list(pieces)):
-        path = as_str(piece.get("jsonPath"))
-        steps = _json_path(path)
-        if steps is None:
-            continue
-        if "stringValue" in piece:
-            value: Any = as_str(piece.get("stringValue"))
-            if path in call.continuing:
-                value = _get(call.args, steps) + value if isinstance(
-                    _get(call.args, steps), str) else value
-        elif "numberValue" in piece:
-            value = piece["numberValue"]
-        elif "boolValue" in piece:
-            value = piece["boolValue"]
-        elif "nullValue" in piece:
-            value = None
-        else:
-            continue
-        if piece.get("willContinue") is True:
-            call.continuing.add(path)
-        else:
-            call.continuing.discard(path)
-        _put(call.args, steps, value)
-
-
-_PATH_STEP = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\[[\"']([^\"']*)[\"']\]")
-
-
-def _json_path(path: str) -> list[str | int] | None:
-    """``$.a.b[0]`` as steps ["a", "b", 0]; None for a path this reader does not follow."""
-    if not path.startswith("$"):
-        return None
-    steps: list[str | int] = []
-    position = 1
-    while position < len(path):
-        match = _PATH_STEP.match(path, position)
-        if match is None:
-            return None
-        name, index, quoted = match.groups()
-        steps.append(int(index) if index is not None else name if name is not None else quoted)
-        position = match.end()
-    return steps or None
-
-
-def _get(root: dict[str, Any], steps: list[str | int]) -> Any:
-    node: Any = root
-    for step in steps:
-        if isinstance(step, int):
-            node = node[step] if isinstance(node, list) and step < len(node) else None
-        else:
-            node = node.get(step) if isinstance(node, dict) else None
-    return node
-
-
-def _put(root: dict[str, Any], steps: list[str | int], value: Any) -> None:
-    node: Any = root
-    for step, following in zip(steps, [*steps[1:], None], strict=True):
-        child: Any = value if following is None else [] if isinstance(following, int) else {}
-        if isinstance(step, int):
-            if not isinstance(node, list) or step > len(node):
-                return  # an index past the end of what arrived: not a path this follows
-            if step == len(node):
-                node.append(child)
-            elif following is None or not isinstance(node[step], list | dict):
-                node[step] = child
-        else:
-            if not isinstance(node, dict):
-                return
-            if following is None or not isinstance(node.get(step), list | dict):
-                node[step] = child
-        node = node[step]

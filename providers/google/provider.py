@@ -7,8 +7,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import providers.google as package
-from providers.google import FORMATS, PROVIDER, decode, parser, request
+from providers.google import FORMATS, PROVIDER, decode, parser, proxied, request
+from providers.google.common import api_version as version_of
 from providers.protocol import ResponseParser, WireContext, parse_rows
+from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
@@ -47,6 +49,11 @@ class Google:
         self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
     ) -> UpstreamRequest:
         return request.build_continuation(history, turn, paused)
+
+    def read_request(
+        self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
+    ) -> ProxiedRequest:
+        return proxied.read_request(body, version_of(url))
 
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         return {"error": {"code": status, "message": message,

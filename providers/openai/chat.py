@@ -1,8 +1,9 @@
 """OpenAI Chat Completions: ``chat.completion.chunk`` streams and ``chat.completion`` bodies
 (OpenRouter and other compatible gateways speak the same shape).
 
-Why one module of ~590 lines: the choices' blocks, OpenRouter's and Perplexity's hosted search
-and the marker citations are one reader's shared state over the same chunks.
+The choices' blocks, OpenRouter's and Perplexity's hosted search and the marker citations are
+one reader's shared state over the same chunks; taking Perplexity's ``[n]`` markers out of
+text that arrives in pieces is ``markers``' job.
 
 Mapping: ``delta.content``/``message.content`` (and ``refusal``) -> a message
 block per choice; ``reasoning_content``/``reasoning`` (DeepSeek, OpenRouter) -> a reasoning
@@ -44,6 +45,7 @@ from providers.openai.common import (
     require,
     tool_version,
 )
+from providers.openai.markers import Markers
 from providers.protocol import WireContext
 from providers.values import as_dict, as_int, as_list, as_str, count
 from providers.wire import DONE, Row
@@ -87,73 +89,6 @@ WEB_SEARCH = ACTIVITY_NAMES.register("web_search", producer=_PRODUCER)
 _SEARCH_REQUESTS = "server_tool_use_details.web_search_requests"  # OpenRouter's usage counter
 
 
-class _Markers:
-    """Perplexity's ``[n]`` citation markers, taken out of text that arrives in pieces.
-
-    ``feed`` returns the text without the markers; ``found`` holds ``(position, n)``: where a
-    marker was, in the text returned so far. A marker may be split across pieces, so ``[`` and
-    the digits after it are held until the marker closes (or proves not to be one); a complete
-    marker is held one more character, since ``[1](`` is a Markdown link, not a marker.
-    """
-
-    __slots__ = ("found", "held", "length", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit  # the highest n that names a citation
-        self.found: list[tuple[int, int]] = []
-        self.held = ""
-        self.length = 0  # code points returned so far
-
-    def feed(self, text: str) -> str:
-        if not self.held and "[" not in text:
-            self.length += len(text)
-            return text
-        out: list[str] = []
-        for ch in text:
-            out.append(self._char(ch))
-        kept = "".join(out)
-        return kept
-
-    def close(self) -> str:
-        held, self.held = self.held, ""
-        if self._complete(held):
-            self._record(held)
-            return ""
-        self.length += len(held)
-        return held
-
-    def _complete(self, held: str) -> bool:
-        return len(held) > 2 and held.endswith("]") and 1 <= int(held[1:-1]) <= self.limit
-
-    def _record(self, held: str) -> None:
-        self.found.append((self.length, int(held[1:-1])))
-
-    def _char(self, ch: str) -> str:
-        held = self.held
-        if not held:
-            if ch == "[":
-                self.held = ch
-                return ""
-            self.length += 1
-            return ch
-        if held.endswith("]"):  # a whole marker, unless a link target follows
-            self.held = ""
-            if ch == "(" or not self._complete(held):
-                self.length += len(held) + 1
-                return held + ch
-            self._record(held)
-            return self._char(ch)
-        if ch.isdigit() and len(held) < 5:
-            self.held = held + ch
-            return ""
-        if ch == "]" and len(held) > 1:
-            self.held = held + ch
-            return ""
-        self.held = ""
-        self.length += len(held)
-        return held + self._char(ch)
-
-
 _MARKER = re.compile(r"\[(\d{1,4})\](?!\()")
 
 
@@ -167,7 +102,7 @@ class _Choice:
     reasoning_field: str = "reasoning_content"
     reasoning_details: list[Any] = field(default_factory=list)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    markers: _Markers | None = None  # Perplexity: the text's [n] markers, taken out
+    markers: Markers | None = None  # Perplexity: the text's [n] markers, taken out
     # Groq: the built-in tools it ran (``executed_tools``) by index, and which are reported.
     executed: dict[int, dict[str, Any]] = field(default_factory=dict)
     executed_started: set[int] = field(default_factory=set)
@@ -403,7 +338,7 @@ class Chat:
 
     def _strip_markers(self, state: _Choice, text: str) -> str:
         if state.markers is None:
-            state.markers = _Markers(len(self.citations))
+            state.markers = Markers(len(self.citations))
         state.raw.append(text)
         return state.markers.feed(text)
 
@@ -543,7 +478,7 @@ class Chat:
 
     def _body_markers(self, state: _Choice, text: str) -> tuple[str, list[Part]]:
         """A whole text without its ``[n]`` markers, and their citations."""
-        markers = state.markers = _Markers(len(self.citations))
+        markers = state.markers = Markers(len(self.citations))
         pieces, last = [], 0
         for match in _MARKER.finditer(text):
             n = int(match.group(1))

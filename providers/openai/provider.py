@@ -9,8 +9,9 @@ from typing import Any
 
 import providers.openai as package
 from providers import provider as base
-from providers.openai import FORMATS, PROVIDER, decode, parser, request
+from providers.openai import FORMATS, PROVIDER, decode, parser, proxied, request
 from providers.protocol import ResponseParser, WireContext, parse_rows
+from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
@@ -42,6 +43,11 @@ class OpenAI:
         self, history: Sequence[PriorTurn], turn: TurnRequest, paused: PriorTurn
     ) -> UpstreamRequest:
         return request.build_continuation(history, turn, paused)
+
+    def read_request(
+        self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
+    ) -> ProxiedRequest:
+        return proxied.read_request(body, endpoint)
 
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         kind = "server_error" if status >= 500 else "invalid_request_error"

@@ -1,9 +1,10 @@
 """OpenAI Responses API: stream events (``type: "response.*"``, ``error``) and Response bodies
 (``object: "response"``).
 
-Why one module of ~560 lines: the ``Responses`` reader is one object whose state (items, their
-text parts, the response lifecycle) every event handler shares; what reads an item whole (its
-annotations, a hosted call's input and result, stored payloads) is in ``items``.
+The ``Responses`` reader is one object whose state (items, their text parts, the response
+lifecycle) every event handler shares; its tool-call item handlers and the per-item state are
+in ``response_items``; what reads an item whole (its annotations, a hosted call's input and
+result, stored payloads) is in ``items``.
 
 Mapping:
 
@@ -63,7 +64,6 @@ Mapping:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from providers import served
@@ -72,23 +72,25 @@ from providers.openai.common import (
     ERROR,
     PROVIDER,
     flatten_usage,
-    json_arguments,
     require,
     tool_version,
 )
 from providers.openai.items import (
     ANNOTATION,
-    DESCRIBE,
     ITEM,
     annotation_citation,
     artifact_summary,
     image_outcome,
-    item_error,
-    terminal_status,
-    tool_search_outcome,
+)
+from providers.openai.response_items import (
+    CLIENT_TOOL_ITEMS,
+    Item,
+    TextPart,
+    ToolItems,
+    hosted_name,
 )
 from providers.protocol import WireContext
-from providers.values import as_dict, as_int, as_str, clip
+from providers.values import as_dict, as_int, as_str
 from providers.wire import DONE, Row
 from streams.errors import MalformedInput
 from streams.parts import (
@@ -98,15 +100,13 @@ from streams.parts import (
     BlockKind,
     BlockStart,
     Part,
-    Payload,
     ResponseEnd,
     ResponseStart,
     StreamError,
     TextDelta,
-    ToolCall,
     Usage,
 )
-from streams.registries import ACTIVITY_NAMES, END_REASONS
+from streams.registries import END_REASONS
 
 INCOMPLETE_REASONS = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 # Only two incomplete reasons are documented; any other still means "stopped by a limit".
@@ -118,30 +118,6 @@ APPROVAL_REQUEST = "approval_request"
 for _reason in ("end_turn", "max_tokens", "tool_use", "refusal", "error", APPROVAL_REQUEST):
     END_REASONS.register(_reason, producer=_PRODUCER)
 
-# Items OpenAI runs itself -> activity name. A tool search is hosted only with
-# ``execution: "server"`` (a client one is the host's to run).
-HOSTED_ITEMS = {
-    "web_search_call": "web_search",
-    "file_search_call": "file_search",
-    "code_interpreter_call": "code_execution",
-    "mcp_call": "mcp_call",
-    "mcp_list_tools": "mcp_list_tools",
-    "mcp_approval_request": "mcp_approval_request",
-    "image_generation_call": "image_generation",
-    "tool_search_call": "tool_search",
-}
-for _name in sorted(set(HOSTED_ITEMS.values())):
-    ACTIVITY_NAMES.register(_name, producer=_PRODUCER)
-
-
-def _hosted(item: dict[str, Any]) -> str | None:
-    """The activity name of a hosted call item, or None."""
-    kind = as_str(item.get("type"))
-    if kind == "tool_search_call" and item.get("execution") != "server":
-        return None
-    return HOSTED_ITEMS.get(kind)
-
-CLIENT_TOOL_ITEMS = ("function_call", "custom_tool_call")
 PART_SEPARATOR = "\n\n"  # between the content parts of one message / summaries of one reasoning
 
 
@@ -152,37 +128,7 @@ PART_SEPARATOR = "\n\n"  # between the content parts of one message / summaries 
 _Parts = tuple[Part, ...]
 
 
-@dataclass(slots=True)
-class _TextPart:
-    offset: int  # where this part's text begins in the block's text
-    chunks: list[str] = field(default_factory=list)  # its text as streamed so far
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chunks)
-
-
-@dataclass
-class _Item:
-    """What the stream has said so far about one output item."""
-
-    item: dict[str, Any]
-    key: str
-    block_open: bool = False
-    done: bool = False
-    activity_started: bool = False
-    length: int = 0  # code points of block text emitted so far
-    parts: dict[tuple[str, int], _TextPart] = field(default_factory=dict)
-    cited: dict[int, set[int]] = field(default_factory=dict)  # content index -> annotation idx
-    partial_image: str = ""  # the latest partial image of an image generation (base64)
-    searched: bool = False  # a server tool search whose tool_search_output has arrived
-
-    @property
-    def type(self) -> str:
-        return as_str(self.item.get("type"))
-
-
-class Responses:
+class Responses(ToolItems):
     """One Responses API response: a stream fed event by event, or a body (``body``)."""
 
     def __init__(self, context: WireContext) -> None:
@@ -198,7 +144,7 @@ class Responses:
         self.started = False
         self.ended = False
         self.errored = False
-        self.items: dict[str, _Item] = {}
+        self.items: dict[str, Item] = {}
         self.by_index: dict[int, str] = {}
         self.client_tool_call = False
         self.approval_requested = False
@@ -237,9 +183,6 @@ class Responses:
                 raise MalformedInput(f"output[{index}] is not an item with a 'type'", line=line)
             yield from self._item_done(item, index)
         yield from self._terminal(response, line)
-
-    def payload(self, format: str, value: Any) -> Payload:
-        return Payload(PROVIDER, format, self.version, value)
 
     # -- response lifecycle ----------------------------------------------------------------
 
@@ -343,7 +286,7 @@ class Responses:
 
     def _pending_activities(self) -> Iterator[Part]:
         for state in self.items.values():
-            name = _hosted(state.item)
+            name = hosted_name(state.item)
             server = self._server_call(state.item) if name is None else None
             if server is not None and not state.activity_started:
                 state.activity_started = True  # a call xAI ran, cut before it finished
@@ -359,25 +302,18 @@ class Responses:
                     payload=self.payload(ITEM, state.item), output=output,
                 )
 
-    def _input(self, item: dict[str, Any]) -> dict[str, Any]:
-        described = DESCRIBE[as_str(item.get("type"))][0](item)
-        description = self.servers.get(as_str(item.get("server_label")))
-        if description:  # an MCP server's own name for itself, for the reader
-            described["server_description"] = description
-        return described
-
     # -- items -----------------------------------------------------------------------------
 
-    def _state(self, item: dict[str, Any], output_index: Any) -> _Item:
+    def _state(self, item: dict[str, Any], output_index: Any) -> Item:
         key = as_str(item.get("id")) or f"output-{output_index}"
         state = self.items.get(key)
         if state is None:
-            state = self.items[key] = _Item(item=item, key=key)
+            state = self.items[key] = Item(item=item, key=key)
         if as_int(output_index) is not None:
             self.by_index[output_index] = key
         return state
 
-    def _find(self, data: dict[str, Any], line: int) -> _Item:
+    def _find(self, data: dict[str, Any], line: int) -> Item:
         index: Any = data.get("output_index")  # looked up as sent: by_index holds int keys
         key = as_str(data.get("item_id")) or self.by_index.get(index, "")
         state = self.items.get(key)
@@ -410,7 +346,7 @@ class Responses:
             yield from self._message_done(state)
         elif kind == "reasoning":
             yield from self._reasoning_done(state)
-        elif _hosted(item) is not None:
+        elif hosted_name(item) is not None:
             yield from self._activity_done(state)
         elif kind == "tool_search_output" and item.get("execution") == "server":
             yield from self._tool_search_done(state)
@@ -428,14 +364,14 @@ class Responses:
     # -- text blocks -----------------------------------------------------------------------
 
     def _open_block(
-        self, state: _Item, kind: BlockKind
+        self, state: Item, kind: BlockKind
     ) -> tuple[Part, ...]:
         if state.block_open:
             return ()
         state.block_open = True
         return (BlockStart(state.key, kind),)
 
-    def _part(self, state: _Item, part_key: tuple[str, int]) -> tuple[_TextPart, _Parts]:
+    def _part(self, state: Item, part_key: tuple[str, int]) -> tuple[TextPart, _Parts]:
         """A content/summary part, opened when new: its offset, and a separator from the
         previous part (the parts to emit for it)."""
         part = state.parts.get(part_key)
@@ -445,10 +381,10 @@ class Responses:
         if state.length:
             state.length += len(PART_SEPARATOR)
             separator = (TextDelta(state.key, PART_SEPARATOR),)
-        part = state.parts[part_key] = _TextPart(state.length)
+        part = state.parts[part_key] = TextPart(state.length)
         return part, separator
 
-    def _append(self, state: _Item, part_key: tuple[str, int], text: str) -> _Parts:
+    def _append(self, state: Item, part_key: tuple[str, int], text: str) -> _Parts:
         part, separator = self._part(state, part_key)
         if not text:
             return separator
@@ -456,7 +392,7 @@ class Responses:
         state.length += len(text)
         return (*separator, TextDelta(state.key, text))
 
-    def _fill(self, state: _Item, part_key: tuple[str, int], final: str) -> _Parts:
+    def _fill(self, state: Item, part_key: tuple[str, int], final: str) -> _Parts:
         """Emit whatever of a part's final text the deltas did not deliver."""
         part, parts = self._part(state, part_key)
         text = part.text
@@ -517,7 +453,7 @@ class Responses:
         index = as_int(data.get("summary_index")) or 0
         yield from self._append(state, ("summary", index), as_str(part.get("text")))
 
-    def _message_done(self, state: _Item) -> Iterator[Part]:
+    def _message_done(self, state: Item) -> Iterator[Part]:
         yield from self._open_block(state, "message")
         content = state.item.get("content")
         for index, part in enumerate(content if isinstance(content, list) else ()):
@@ -532,7 +468,7 @@ class Responses:
             # other content types (audio, ...) are kept in the payload only
         yield BlockEnd(state.key, self.payload(ITEM, state.item))
 
-    def _missed_citations(self, state: _Item, index: int, annotations: Any) -> Iterator[Part]:
+    def _missed_citations(self, state: Item, index: int, annotations: Any) -> Iterator[Part]:
         """Annotations that came only with the finished item (a body, or a terse stream)."""
         cited = state.cited.setdefault(index, set())
         offset = state.parts[("content", index)].offset
@@ -546,7 +482,7 @@ class Responses:
             if citation is not None:
                 yield citation
 
-    def _reasoning_done(self, state: _Item) -> Iterator[Part]:
+    def _reasoning_done(self, state: Item) -> Iterator[Part]:
         item = state.item
         texts: list[tuple[tuple[str, int], str]] = []
         for name, kinds in (("summary", "summary_text"), ("content", "reasoning_text")):
@@ -565,70 +501,6 @@ class Responses:
             yield from self._fill(state, part_key, text)
         yield BlockEnd(state.key, payload)
 
-    # -- tools -----------------------------------------------------------------------------
-
-    def _activity_done(self, state: _Item) -> Iterator[Part]:
-        item = state.item
-        name = _hosted(item)
-        assert name is not None  # only hosted items come here
-        describe_result = DESCRIBE[state.type][1]
-        activity_input = self._input(item)
-        status = terminal_status(item)
-        payload = self.payload(ITEM, item)
-        if state.type == "mcp_approval_request":
-            self.approval_requested = True
-        if not state.activity_started:
-            state.activity_started = True
-            # The payload goes with the last transition this item gets, once. An item that
-            # never finished still shows what it produced (an image generated so far).
-            output = None if status else describe_result(item)[2]
-            yield Activity(
-                state.key, name, "started", activity_input,
-                payload=None if status else payload, output=output,
-            )
-        if status == "completed":
-            summary, found, output = describe_result(item)
-            sources: tuple[dict[str, str], ...] | None = found
-            if self.xai and not found:
-                # xAI keeps its tools' results to itself: not reported, which is not "none"
-                summary, sources = "", None
-            # Positional: Activity(activity_id, name, state, input, summary, sources,
-            # error_code, payload, output)
-            yield Activity(
-                state.key, name, "completed", activity_input, summary, sources, "", payload,
-                output,
-            )
-        elif status == "failed":
-            code, message = item_error(item)
-            yield Activity(
-                state.key, name, "failed", activity_input, clip(message) or code, error_code=code,
-                payload=payload, output={"error": message} if message else None,
-            )
-        # any other status (Azure's "searching", an image still "generating", an approval
-        # request, a tool search waiting for its output): never completed; leave it started
-
-    def _tool_search_done(self, state: _Item) -> Iterator[Part]:
-        """A server tool search's output: it completes its call (by ``call_id``, else the
-        latest call still waiting), with the tools it found."""
-        output = state.item
-        call_id = output.get("call_id")
-        waiting = [
-            s for s in self.items.values()
-            if s.type == "tool_search_call" and s.item.get("execution") == "server"
-            and not s.searched and (not call_id or s.item.get("call_id") == call_id)
-        ]
-        if not waiting:
-            yield Artifact(type=state.type, summary=artifact_summary(output),
-                           payload=self.payload(ITEM, output))
-            return
-        call = waiting[-1]
-        call.searched = True
-        summary, sources, found = tool_search_outcome(output)
-        yield Activity(
-            call.key, "tool_search", "completed", self._input(call.item), summary, sources, "",
-            self.payload(ITEM, output), found,
-        )
-
     def _on_partial_image(self, data: dict[str, Any], line: int) -> tuple[Part, ...]:
         state = self._find(data, line)
         image = data.get("partial_image_b64")
@@ -637,47 +509,6 @@ class Responses:
             if isinstance(data.get("output_format"), str):
                 state.item = {**state.item, "output_format": data["output_format"]}
         return ()
-
-    def _server_call(self, item: dict[str, Any]) -> str | None:
-        """The activity name of a tool call item the provider ran itself (xAI's server-side
-        tools: ``providers.openai.xai``), or None for a client tool call."""
-        if not self.xai or as_str(item.get("type")) not in CLIENT_TOOL_ITEMS:
-            return None
-        return xai.activity_name(item, self.declared)
-
-    def _server_call_done(self, state: _Item, name: str) -> Iterator[Part]:
-        """A call xAI ran itself: started, then completed or failed by its ``status`` (its
-        output stays on xAI's side: nothing to show but the call)."""
-        item = state.item
-        activity_input = xai.activity_input(item)
-        status = as_str(item.get("status"))
-        payload = self.payload(ITEM, item)
-        terminal = status in ("completed", "failed", "incomplete")
-        if not state.activity_started:
-            state.activity_started = True
-            yield Activity(state.key, name, "started", activity_input,
-                           payload=None if terminal else payload)
-        if status == "completed":  # what it found stays on xAI's side: not reported
-            yield Activity(state.key, name, "completed", activity_input, sources=None,
-                           payload=payload)
-        elif terminal:
-            code, message = item_error(item)
-            yield Activity(state.key, name, "failed", activity_input, clip(message) or code,
-                           error_code=code or status, payload=payload)
-
-    def _tool_call_done(self, state: _Item) -> Iterator[Part]:
-        item = state.item
-        self.client_tool_call = True
-        if state.type == "function_call":
-            arguments = json_arguments(as_str(item.get("arguments")))
-        else:  # custom_tool_call: free-form input text
-            arguments = as_str(item.get("input"))
-        yield ToolCall(
-            call_id=as_str(item.get("call_id")) or state.key,
-            name=as_str(item.get("name")),
-            arguments=arguments,
-            payload=self.payload(ITEM, item),
-        )
 
 
 _Handler = Callable[[Responses, dict[str, Any], int], Iterable[Part]]

@@ -35,15 +35,14 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
                                   "per provider"),
     "live/services.py": (27, "the OpenAI-compatible services a live call can name, with their "
                          "models and labels"),
-    "proxy/endpoints.py": (22, "the proxy's routes: which path under /proxy/<name>/ is which "
-                           "provider's endpoint"),
-    "proxy/messages.py": (8, "the request readers, until they move to providers/<p>/"),
-    "upstream/hosts.py": (17, "the services the proxy forwards to (Azure, Vertex AI, named "
-                          "upstreams) and the wire each speaks"),
     "upstream/recorded.py": (6, "the recorded stand-in's framing, until it moves to "
                              "providers/<p>/"),
     "upstream/served.py": (22, "the recorded stand-in's replay check, until it moves to "
                            "providers/<p>/"),
+    "proxy/endpoints.py": (22, "the proxy's routes: which path under /proxy/<name>/ is which "
+                           "provider's endpoint"),
+    "upstream/hosts.py": (17, "the services the proxy forwards to (Azure, Vertex AI, named "
+                          "upstreams) and the wire each speaks"),
     "bench/ingest.py": (3, "a benchmark reads each provider's bundled recordings"),
     "bench/live.py": (4, "a benchmark serves recordings under each provider's path"),
     "bench/long.py": (1, "a benchmark's made-up stored turn"),
