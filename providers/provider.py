@@ -15,6 +15,9 @@ What a provider provides:
   ``api_version`` the version header, ``url`` the URL it was sent to);
 * its error shape both ways: ``error_body`` (what its SDK expects) and ``error_code`` (the
   machine-readable code in an error it sent);
+* the recorded stand-in's side: ``stand_in`` (``providers.standin``: its API's paths, how its
+  streams are framed, what a client holds of a served response and the rules a request
+  sending it back must keep);
 * where it answers: ``api_url`` (its public API's base URL);
 * live calls: ``key_variable`` (the environment variable holding the key), ``models``
   (offered in the composer), ``auth_header`` (where the key goes) and ``model_refused``
@@ -29,6 +32,7 @@ from typing import Any, Protocol
 from providers.protocol import ResponseParser, WireContext
 from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
+from providers.standin import StandIn
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
 
@@ -44,6 +48,7 @@ class Provider(Protocol):
     key_variable: str
     models: tuple[str, ...]
     model_refused: str
+    stand_in: StandIn
 
     # -- responses ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from providers import registry
 from upstream import errors
 from upstream.served import Served, refusal, served_content
 
@@ -130,13 +131,15 @@ def reply(provider: str, raw: bytes, **options: Any) -> Reply:
 
 def _json_lines(provider: str, lines: list[bytes], options: dict[str, Any]) -> Reply:
     chunks = []
+    found = registry.find(provider)
+    names_events = found is not None and found.stand_in.names_events
     for line in lines:
         kind = None
-        if provider in ("anthropic", "openai"):
+        if names_events:
             with contextlib.suppress(orjson.JSONDecodeError):
                 data = orjson.loads(line)
                 kind = data.get("type") if isinstance(data, dict) else None
-        if isinstance(kind, str):  # Anthropic and OpenAI Responses name every event
+        if isinstance(kind, str):  # e.g. Anthropic and OpenAI Responses name every event
             chunks.append(b"event: " + kind.encode() + b"\ndata: " + line + b"\n\n")
         else:  # Chat Completions chunks and Gemini responses: data lines only
             chunks.append(b"data: " + line + b"\n\n")
@@ -151,13 +154,7 @@ def error_reply(provider: str, status: int, code: str, message: str, **options: 
 
 def provider_of(path: str) -> str | None:
     """Which provider's API ``path`` belongs to (the endpoints its SDK calls)."""
-    if path.endswith("/messages") or "/messages/" in path:
-        return "anthropic"
-    if "/responses" in path or "/chat/completions" in path:
-        return "openai"
-    if "/models/" in path and (":generateContent" in path or ":streamGenerateContent" in path):
-        return "google"
-    return None
+    return next((p.name for p in registry.providers() if p.stand_in.serves_path(path)), None)
 
 
 def by_provider(catalog: dict[str, list[Reply]]) -> Callable[[Request], Reply]:
@@ -257,8 +254,8 @@ class RecordedUpstream:
         chosen = self._refused(request) or (self.check(request) if self.check else None) or (
             self._next(request))
         kept = self._keep(request, chosen)
-        if (provider_of(path) == "google" and ":streamGenerateContent" in path
-                and "sse" not in request.params.get("alt", [])):
+        serving = registry.find(provider_of(path) or "")
+        if serving is not None and serving.stand_in.json_array(path, request.params):
             chosen = chosen.json_array() if chosen.content_type == SSE else chosen
         watcher = asyncio.ensure_future(_disconnect(receive, request))
         whole = False

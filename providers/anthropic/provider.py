@@ -9,9 +9,11 @@ import providers.anthropic as package
 from providers.anthropic import proxied, request
 from providers.anthropic.blocks import DEFAULT_API_VERSION, FORMATS, PROVIDER
 from providers.anthropic.messages import decode, parser
+from providers.anthropic.standin import AnthropicStandIn
 from providers.protocol import ResponseParser, WireContext, parse_rows
 from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
+from providers.standin import StandIn
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
 
@@ -33,6 +35,7 @@ class Anthropic:
     key_variable = "ANTHROPIC_API_KEY"
     models: tuple[str, ...] = ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")
     model_refused = "?#"
+    stand_in: StandIn = AnthropicStandIn()
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

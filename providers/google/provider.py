@@ -9,9 +9,11 @@ from typing import Any
 import providers.google as package
 from providers.google import FORMATS, PROVIDER, decode, parser, proxied, request
 from providers.google.common import api_version as version_of
+from providers.google.standin import GoogleStandIn
 from providers.protocol import ResponseParser, WireContext, parse_rows
 from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
+from providers.standin import StandIn
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
 
@@ -32,6 +34,7 @@ class Google:
     key_variable = "GEMINI_API_KEY"
     models: tuple[str, ...] = ("gemini-2.5-flash", "gemini-2.5-pro")
     model_refused = "/?#"  # the model is a URL path segment (``models/<m>:generateContent``)
+    stand_in: StandIn = GoogleStandIn()
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

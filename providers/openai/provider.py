@@ -10,9 +10,11 @@ from typing import Any
 import providers.openai as package
 from providers import provider as base
 from providers.openai import FORMATS, PROVIDER, decode, parser, proxied, request
+from providers.openai.standin import OpenAIStandIn
 from providers.protocol import ResponseParser, WireContext, parse_rows
 from providers.proxied import ProxiedRequest
 from providers.requests import PriorTurn, TurnRequest, UpstreamRequest
+from providers.standin import StandIn
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
 
@@ -26,6 +28,7 @@ class OpenAI:
     key_variable = "OPENAI_API_KEY"
     models: tuple[str, ...] = ("gpt-5-mini", "gpt-5", "gpt-4.1")
     model_refused = "?#"
+    stand_in: StandIn = OpenAIStandIn()
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

@@ -35,10 +35,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
                                   "per provider"),
     "live/services.py": (27, "the OpenAI-compatible services a live call can name, with their "
                          "models and labels"),
-    "upstream/recorded.py": (6, "the recorded stand-in's framing, until it moves to "
-                             "providers/<p>/"),
-    "upstream/served.py": (22, "the recorded stand-in's replay check, until it moves to "
-                           "providers/<p>/"),
     "proxy/endpoints.py": (22, "the proxy's routes: which path under /proxy/<name>/ is which "
                            "provider's endpoint"),
     "upstream/hosts.py": (17, "the services the proxy forwards to (Azure, Vertex AI, named "
