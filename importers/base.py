@@ -171,6 +171,11 @@ def timestamp(value: Any) -> datetime | None:
     return None
 
 
+def dict_of(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object (a dict), else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def text_of(value: Any, limit: int = 0) -> str:
     """``value`` if it is a string (clipped to ``limit`` code points when given), else ""."""
     if not isinstance(value, str):

@@ -1,9 +1,5 @@
 """ChatGPT data export: ``conversations.json`` (or the split ``conversations-NNN.json``).
 
-Why one module of ~700 lines: the thread walk, the tool messages that complete a call and the
-citation remapping read the same message tree and share its helpers; split, each part would
-import the others' internals.
-
 Each conversation's ``mapping`` is a tree of message nodes. The thread the user last saw is the
 path from the root to ``current_node`` (sibling order says nothing); it becomes the conversation.
 Every other leaf is a branch (an edited question, a regenerated answer, an A/B comparison), kept
@@ -20,8 +16,8 @@ runner like any provider response:
 * Hidden and system messages, empty placeholders and custom instructions are not shown; they
   stay in the exported object, which is kept whole as the conversation's payload.
 * Citations (``metadata.citations``, 2023-24, and ``metadata.content_references``, 2025) become
-  attributions: their markers are removed from the text and the ranges remapped (see
-  ``importers.markers``). Both count offsets in code points (Python ``str`` indexes).
+  attributions: their markers are removed from the text and the ranges remapped
+  (``importers.chatgpt_citations``). The message tree is read by ``importers.chatgpt_tree``.
 * ``metadata.model_slug`` names the model (provider ``openai``); none named, none recorded.
 """
 
@@ -34,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from importers import markers
+from importers import chatgpt_citations
 from importers.base import (
     ImportedConversation,
     ImportedFork,
@@ -42,10 +38,12 @@ from importers.base import (
     Item,
     PartsResponse,
     Problem,
+    dict_of,
     exported_conversations,
     text_of,
     timestamp,
 )
+from importers.chatgpt_tree import MessageTree, shared_turns
 from importers.jsonstream import Readable
 from streams import parts
 from streams.registries import ACTIVITY_NAMES, END_REASONS
@@ -86,7 +84,7 @@ def convert(obj: Any, source: str, line: int | None = None) -> ImportedConversat
     if not isinstance(mapping, dict) or not mapping:
         return Problem(source, f"conversation {title or key or '?'!r} has no message tree "
                        "(no mapping): skipped", line, key)
-    tree = _Tree(mapping)
+    tree = MessageTree(mapping)
     notes: list[str] = []
     current = obj.get("current_node")
     main_leaf: str | None
@@ -109,7 +107,7 @@ def convert(obj: Any, source: str, line: int | None = None) -> ImportedConversat
         if leaf in main_path:
             continue
         branch = _turns(tree, tree.path(leaf), source)
-        shared = _shared(main_turns, branch)
+        shared = shared_turns(main_turns, branch)
         own = [turn for _, turn in branch[shared:]]
         if own:
             forks.append(ImportedFork(leaf, shared - 1 if shared else None, own))
@@ -125,99 +123,21 @@ def convert(obj: Any, source: str, line: int | None = None) -> ImportedConversat
     )
 
 
-# -- the tree ----------------------------------------------------------------------------------
-
-
-class _Tree:
-    def __init__(self, mapping: dict[str, Any]) -> None:
-        self.nodes = {k: v for k, v in mapping.items()
-                      if isinstance(k, str) and isinstance(v, dict)}
-
-    def parent(self, node_id: str) -> str | None:
-        parent = self.nodes[node_id].get("parent")
-        return parent if isinstance(parent, str) and parent in self.nodes else None
-
-    def children(self, node_id: str) -> list[str]:
-        children = self.nodes[node_id].get("children")
-        if not isinstance(children, list):
-            return []
-        return [c for c in children if isinstance(c, str) and c in self.nodes and c != node_id]
-
-    def path(self, leaf: str) -> list[str]:
-        """Root .. leaf, following ``parent`` links (a cycle or a missing parent ends it)."""
-        path, seen = [], set()
-        node: str | None = leaf
-        while node is not None and node not in seen:
-            seen.add(node)
-            path.append(node)
-            node = self.parent(node)
-        path.reverse()
-        return path
-
-    def leaves(self) -> list[str]:
-        """Nodes without children, in the tree's order (a parent's children in their order)."""
-        out, seen = [], set()
-        stack = list(reversed(self.orphan_roots()))
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            children = [c for c in self.children(node) if self.parent(c) == node]
-            if not children:
-                out.append(node)
-            stack.extend(reversed(children))
-        return out
-
-    def orphan_roots(self) -> list[str]:
-        return [n for n in self.nodes if self.parent(n) is None]
-
-    def latest_leaf(self) -> str | None:
-        leaves = self.leaves()
-        if not leaves:
-            return None
-
-        def created(node: str) -> float:
-            message = self.nodes[node].get("message")
-            value = message.get("create_time") if isinstance(message, dict) else None
-            return float(value) if isinstance(value, int | float) else 0.0
-
-        return max(reversed(leaves), key=created)
-
-    def message(self, node_id: str) -> dict[str, Any] | None:
-        message = self.nodes[node_id].get("message")
-        return message if isinstance(message, dict) else None
-
-
-def _shared(main: list[tuple[tuple[str, ...], ImportedTurn]],
-            branch: list[tuple[tuple[str, ...], ImportedTurn]]) -> int:
-    """How many leading turns two threads share (the same messages, by node id)."""
-    count = 0
-    for (a, _), (b, _) in zip(main, branch, strict=False):
-        if a != b:
-            break
-        count += 1
-    return count
-
-
 # -- messages to turns ---------------------------------------------------------------------------
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
 
 def _role(message: dict[str, Any]) -> str:
-    return text_of(_dict(message.get("author")).get("role"))
+    return text_of(dict_of(message.get("author")).get("role"))
 
 
 def _hidden(message: dict[str, Any]) -> bool:
-    metadata = _dict(message.get("metadata"))
+    metadata = dict_of(message.get("metadata"))
     return bool(metadata.get("is_visually_hidden_from_conversation")
                 or metadata.get("is_user_system_message"))
 
 
-def _turns(tree: _Tree, path: list[str], source: str
+def _turns(tree: MessageTree, path: list[str], source: str
            ) -> list[tuple[tuple[str, ...], ImportedTurn]]:
     """The turns of one thread, each with the node ids it is made of (its identity)."""
     groups: list[tuple[str, list[dict[str, Any]]]] = []
@@ -260,18 +180,18 @@ def _content_text(content: dict[str, Any]) -> str:
 
 
 def _attachments(message: dict[str, Any]) -> list[str]:
-    metadata = _dict(message.get("metadata"))
-    names = [text_of(_dict(a).get("name"), 200) or "file"
+    metadata = dict_of(message.get("metadata"))
+    names = [text_of(dict_of(a).get("name"), 200) or "file"
              for a in metadata.get("attachments") or () if isinstance(a, dict)]
     if not names:
-        content = _dict(message.get("content"))
+        content = dict_of(message.get("content"))
         names = ["image" for p in content.get("parts") or ()
                  if isinstance(p, dict) and "asset_pointer" in p]
     return names
 
 
 def _user_content(message: dict[str, Any]) -> bool:
-    content = _dict(message.get("content"))
+    content = dict_of(message.get("content"))
     if text_of(content.get("content_type")) == "user_editable_context":
         return False
     return bool(_content_text(content).strip() or _attachments(message))
@@ -279,7 +199,7 @@ def _user_content(message: dict[str, Any]) -> bool:
 
 def _user_parts(message: dict[str, Any]) -> tuple[parts.Part, ...]:
     key = text_of(message.get("id")) or "user"
-    text = _content_text(_dict(message.get("content")))
+    text = _content_text(dict_of(message.get("content")))
     out: list[parts.Part] = []
     if text:
         out += [parts.BlockStart(key, "message"), parts.TextDelta(key, text),
@@ -337,7 +257,7 @@ class _Agent:
     def _model(message: dict[str, Any], role: str) -> str:
         if _role(message) != role:
             return ""
-        return text_of(_dict(message.get("metadata")).get("model_slug"), 200)
+        return text_of(dict_of(message.get("metadata")).get("model_slug"), 200)
 
     def _last_assistant(self) -> dict[str, Any] | None:
         for message in self.messages[::-1]:
@@ -346,7 +266,7 @@ class _Agent:
         return None
 
     def _message(self, message: dict[str, Any], *, cut: bool) -> None:
-        content = _dict(message.get("content"))
+        content = dict_of(message.get("content"))
         ctype = text_of(content.get("content_type"))
         if _role(message) == "tool":
             self._tool_message(message, content, ctype)
@@ -382,17 +302,18 @@ class _Agent:
     # -- text ---------------------------------------------------------------------------------
 
     def _text(self, message: dict[str, Any], text: str, *, cut: bool) -> None:
-        metadata = _dict(message.get("metadata"))
+        metadata = dict_of(message.get("metadata"))
         if self.call is not None:
             if not self.call.sources and metadata.get("search_result_groups"):
                 # 2025 search: the results ride on the answer, not on the tool message.
-                self.call.sources = _group_sources(metadata["search_result_groups"])
+                groups = metadata["search_result_groups"]
+                self.call.sources = chatgpt_citations.group_sources(groups)
                 self.call.results = len(self.call.sources)
             self._close_call()
         if not text.strip():
             return  # a placeholder before the real answer
         key = text_of(message.get("id")) or f"m{len(self.out)}"
-        clean, citations = _citations(key, text, metadata)
+        clean, citations = chatgpt_citations.citations(key, text, metadata)
         self.shown = True
         self.out.append(parts.BlockStart(key, "message"))
         self.out.append(parts.TextDelta(key, clean))
@@ -403,7 +324,7 @@ class _Agent:
     def _thoughts(self, message: dict[str, Any], content: dict[str, Any]) -> None:
         pieces = []
         for thought in content.get("thoughts") or ():
-            thought = _dict(thought)
+            thought = dict_of(thought)
             summary, body = text_of(thought.get("summary")), text_of(thought.get("content"))
             pieces.append(f"**{summary}**\n\n{body}" if summary and body else summary or body)
         self._reasoning(message, "\n\n".join(p for p in pieces if p))
@@ -440,9 +361,9 @@ class _Agent:
 
     def _tool_message(self, message: dict[str, Any], content: dict[str, Any], ctype: str
                       ) -> None:
-        author = _dict(message.get("author"))
+        author = dict_of(message.get("author"))
         tool = text_of(author.get("name")).split(".")[0]
-        metadata = _dict(message.get("metadata"))
+        metadata = dict_of(message.get("metadata"))
         if tool in WEB_TOOLS:
             call = self.call
             if call is None or call.tool not in WEB_TOOLS:
@@ -518,7 +439,7 @@ class _Agent:
 def _web_results(call: _Call, content: dict[str, Any], ctype: str, metadata: dict[str, Any]
                  ) -> None:
     if ctype == "tether_browsing_display":
-        listed = _cite_sources(metadata)
+        listed = chatgpt_citations.cite_sources(metadata)
         if listed:
             call.sources.extend(listed)
             call.results += len(listed)
@@ -531,31 +452,9 @@ def _web_results(call: _Call, content: dict[str, Any], ctype: str, metadata: dic
             call.sources.append({"url": url, "title": title})
         call.results += 1
     else:
-        listed = _cite_sources(metadata)
+        listed = chatgpt_citations.cite_sources(metadata)
         call.sources.extend(listed)
         call.results += len(listed)
-
-
-def _cite_sources(metadata: dict[str, Any]) -> list[dict[str, str]]:
-    cite = _dict(metadata.get("_cite_metadata"))
-    out = []
-    for entry in cite.get("metadata_list") or ():
-        entry = _dict(entry)
-        url = text_of(entry.get("url"))
-        if url:  # the "Search results for query" entry has none
-            out.append({"url": url, "title": text_of(entry.get("title"), 500)})
-    return out
-
-
-def _group_sources(groups: Any) -> list[dict[str, str]]:
-    out = []
-    for group in groups if isinstance(groups, list) else ():
-        for entry in _dict(group).get("entries") or ():
-            entry = _dict(entry)
-            url = text_of(entry.get("url"))
-            if url:
-                out.append({"url": url, "title": text_of(entry.get("title"), 500)})
-    return out
 
 
 def _command(code: str) -> tuple[str, str]:
@@ -574,14 +473,14 @@ def _command(code: str) -> tuple[str, str]:
 
 def _cut(message: dict[str, Any]) -> bool:
     """Whether the message stopped before it finished (the user stopped it, the app failed)."""
-    finish = _dict(_dict(message.get("metadata")).get("finish_details"))
+    finish = dict_of(dict_of(message.get("metadata")).get("finish_details"))
     return message.get("status") == "in_progress" or finish.get("type") == "interrupted"
 
 
 def _end_reason(message: dict[str, Any] | None) -> str:
     if message is None:
         return "end_turn"
-    finish = _dict(_dict(message.get("metadata")).get("finish_details"))
+    finish = dict_of(dict_of(message.get("metadata")).get("finish_details"))
     return "max_tokens" if finish.get("type") in ("max_tokens", "length") else "end_turn"
 
 
@@ -593,95 +492,3 @@ def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
 def _fence(code: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
     return "`" * max(3, longest + 1)
-
-
-# -- citations ------------------------------------------------------------------------------------
-
-
-def _citations(key: str, text: str, metadata: dict[str, Any]
-               ) -> tuple[str, list[parts.Citation]]:
-    """The text without its citation markers, and its citations with remapped ranges."""
-    anchors: list[tuple[int, int, list[dict[str, str]], tuple[int, int] | None]] = []
-    removals: list[tuple[int, int]] = []
-    for cite in metadata.get("citations") or ():
-        cite = _dict(cite)
-        source = _dict(cite.get("metadata"))
-        url = text_of(source.get("url"))
-        if not url:
-            continue  # 2025 echoes of content_references ({start_ix, end_ix, invalid_reason})
-        span = _marker_span(text, cite.get("start_ix"), cite.get("end_ix"))
-        if span is None:
-            continue
-        removals.append(span)
-        anchors.append((*span, [{"url": url, "title": text_of(source.get("title"), 500)}],
-                        None))
-    for ref in metadata.get("content_references") or ():
-        ref = _dict(ref)
-        matched = text_of(ref.get("matched_text"))
-        span = _reference_span(text, ref.get("start_idx"), ref.get("end_idx"), matched)
-        if span is None:
-            continue
-        if markers.PRIVATE_USE.search(matched) or markers.TETHER_MARKER.fullmatch(matched) or (
-            matched.startswith("【") and matched.endswith("】")
-        ):
-            removals.append(span)
-        sources = _reference_sources(ref)
-        if sources:
-            anchors.append((*span, sources, markers.marked_sentence_before(text, span[0])))
-    # Any marker no reference names (they would show as stray private-use glyphs).
-    removals.extend(m.span() for m in markers.PRIVATE_USE.finditer(text))
-    removal = markers.Removal(text, removals)
-    clean = removal.text
-    out = []
-    for start, _end, sources, sentence in anchors:
-        if sentence is not None:
-            span = (removal.position(sentence[0]), removal.position(sentence[1]))
-        else:
-            span = markers.sentence_before(clean, removal.position(start))
-        for source in sources:
-            if span and span[0] < span[1]:
-                out.append(parts.Citation(key, source["url"], source["title"],
-                                          source.get("excerpt", ""), span[0], span[1],
-                                          quote=clean[span[0]:span[1]]))
-            else:
-                out.append(parts.Citation(key, source["url"], source["title"],
-                                          source.get("excerpt", "")))
-    return clean, out
-
-
-def _marker_span(text: str, start: Any, end: Any) -> tuple[int, int] | None:
-    """Where a 2023-24 citation's marker is: its offsets when they cover a marker, else the
-    marker nearest to them (offsets that disagree with the text are repaired, never kept)."""
-    if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text) \
-            and markers.TETHER_MARKER.fullmatch(text, start, end):
-        return start, end
-    hint = start if isinstance(start, int) else 0
-    found = [m.span() for m in markers.TETHER_MARKER.finditer(text)]
-    if not found:
-        return None
-    return min(found, key=lambda span: abs(span[0] - hint))
-
-
-def _reference_span(text: str, start: Any, end: Any, matched: str) -> tuple[int, int] | None:
-    if not (isinstance(start, int) and isinstance(end, int)) or end <= start:
-        return None  # an empty span (sources_footnote) addresses nothing
-    if start >= 0 and end <= len(text) and text[start:end] == matched:
-        return start, end
-    position = markers.nearest(text, matched, start)
-    return (position, position + len(matched)) if position is not None else None
-
-
-def _reference_sources(ref: dict[str, Any]) -> list[dict[str, str]]:
-    out = []
-    items = ref.get("items")
-    if isinstance(items, list):
-        for item in items:
-            item = _dict(item)
-            url = text_of(item.get("url"))
-            if url:
-                out.append({"url": url, "title": text_of(item.get("title"), 500),
-                            "excerpt": text_of(item.get("snippet"), 1000)})
-    elif text_of(ref.get("url")) and ref.get("type") in ("webpage", "webpage_extended"):
-        out.append({"url": ref["url"], "title": text_of(ref.get("title"), 500),
-                    "excerpt": text_of(ref.get("snippet"), 1000)})
-    return out
