@@ -22,6 +22,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError, router, transaction
@@ -50,6 +51,12 @@ def queue(turn_ids: Iterable[Any], *, connection: Any = None) -> None:
 def pending() -> int:
     """How many turns wait to be rendered."""
     return PendingRender.objects.count()
+
+
+def waited(seconds: float) -> bool:
+    """Whether a queued turn has waited ``seconds`` or more."""
+    since = timezone.now() - timedelta(seconds=seconds)
+    return PendingRender.objects.filter(queued_at__lte=since).exists()
 
 
 def drain(limit: int = DRAIN_BATCH) -> int:

@@ -25,20 +25,28 @@ async def _reap_gone() -> None:
 
 
 RENDER_ROUND = 0.5  # seconds of background rendering per round of the server's loop
+RENDER_DEFER = 60.0  # seconds a queued turn may wait while this process streams live turns
 
 
 async def _render_pending() -> None:
     """A server's round of background rendering (``conversations.warming``): the turns
     recorded since, rendered once for their page and exports. In a thread of its own, not the
-    one the requests' database work shares, so a long queue (a big import) delays no page."""
+    one the requests' database work shares, so a long queue (a big import) delays no page.
+    While this process streams live turns it waits (its CPU is theirs: the fan-out's latency
+    is what viewers feel, a warm export only saves a later wait), unless a turn has waited
+    ``RENDER_DEFER`` seconds already."""
     from asgiref.sync import sync_to_async
     from django.db import close_old_connections
 
     from conversations import warming
+    from live import tasks
+
+    streaming = tasks.streaming_here() > 0
 
     def round_() -> None:
         try:
-            warming.drain_for(RENDER_ROUND)
+            if not streaming or warming.waited(RENDER_DEFER):
+                warming.drain_for(RENDER_ROUND)
         finally:
             close_old_connections()  # this thread's, as a request's are at its end
 

@@ -32,6 +32,11 @@ def driving(turn_id: Any) -> asyncio.Task[Any] | None:
     return task if task is not None and not task.done() else None
 
 
+def streaming_here() -> int:
+    """How many live turns this process streams now."""
+    return sum(1 for task in _driving.values() if not task.done())
+
+
 def stop_key(turn_id: Any) -> str:
     """The cache flag that asks the process streaming ``turn_id`` to stop it."""
     return f"turnscope:live:stop:{turn_id}"

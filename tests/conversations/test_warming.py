@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError
+from django.utils import timezone
 
 from conversations import projections, reading, render_cache, store, warming
 from conversations.ingest import ingest
@@ -197,3 +199,27 @@ def test_a_deleted_conversation_leaves_nothing_queued():
     conversation = build_conversation(owner=owner)
     store.delete_conversation(conversation)
     assert warming.pending() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_server_defers_rendering_while_it_streams_live_turns_but_not_for_long():
+    from live import apps, tasks
+
+    conversation = build_conversation()
+    count = conversation.turns.count()
+
+    async def round_while_streaming() -> None:
+        streaming = asyncio.ensure_future(asyncio.sleep(60))
+        tasks.drive("a-live-turn", streaming)
+        try:
+            await apps._render_pending()
+        finally:
+            tasks.release("a-live-turn", streaming)
+            streaming.cancel()
+
+    asyncio.run(round_while_streaming())
+    assert warming.pending() == count  # the live turn's CPU first
+    PendingRender.objects.update(queued_at=timezone.now() - timedelta(
+        seconds=apps.RENDER_DEFER + 1))
+    asyncio.run(round_while_streaming())
+    assert warming.pending() == 0  # waited long enough: rendered all the same
