@@ -20,13 +20,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 PROMPT = "Why are there two high tides a day?"
 
 
-def start_demo(tmp_path, port):
+def start_demo(tmp_path, port, *options):
     env = e2e.base_env(tmp_path)
     for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
                      "TURNSCOPE_RECORDED_UPSTREAM"):
         env.pop(variable, None)
     log = (tmp_path / "demo.log").open("w")
-    proc = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(port), *options],
                             cwd=e2e.REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -32,7 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--speed", type=float, default=1.0,
-                            help="replay pace multiplier (1 = recorded pace)")
+                            help="pace multiplier of the live replay and of the recorded "
+                            "provider's answers (1 = recorded pace, 0.5 = half as fast)")
         parser.add_argument("--wait", type=float, default=600.0,
                             help="seconds to wait for a viewer before streaming anyway")
         parser.add_argument("--rounds", type=int, default=3,
@@ -97,7 +98,9 @@ class Command(BaseCommand):
         host = options["host"] if options["host"] not in ("0.0.0.0", "::") else "127.0.0.1"
         settings.TURNSCOPE_RECORDED_UPSTREAM = (
             f"http://{host}:{options['port']}{recorded_provider.PREFIX}")
-        return {recorded_provider.PREFIX: recorded_provider.app()}
+        speed = options["speed"] if options["speed"] > 0 else 1.0
+        return {recorded_provider.PREFIX: recorded_provider.app(
+            pace=recorded_provider.PACE / speed)}
 
     def _user(self) -> tuple[Any, str]:
         User = get_user_model()
