@@ -299,7 +299,9 @@ def _logged(provider: str, results: Sequence[BulkResult]) -> None:
 def _imported(owner: Any, keys: Sequence[str | None]) -> dict[str, Conversation]:
     """The owner's conversations already imported from any of ``keys``, by key."""
     wanted = [k for k in keys if k is not None]
-    found = Conversation.objects.filter(source__in=wanted)
+    # Through a unique index of sources (``sources.already_imported`` says why), unordered:
+    # in the list's order SQLite walked every conversation of the owner, for each batch.
+    found = Conversation.objects.filter(source__in=wanted).exclude(source="").order_by()
     found = found.filter(owner__isnull=True) if owner is None else found.filter(owner=owner)
     return {c.source: c for c in found} if wanted else {}
 

@@ -123,7 +123,9 @@ def already_imported(owner: Any, key: str | None) -> Conversation | None:
     """The owner's conversation imported from ``key``, if there is one."""
     if key is None:
         return None
-    found = Conversation.objects.filter(source=key)
+    # ``source <> ''`` as the unique indexes of sources say it, so SQLite reads one of them;
+    # else it walked every conversation of the owner in the list's order, for each one imported.
+    found = Conversation.objects.filter(source=key).exclude(source="")
     found = found.filter(owner__isnull=True) if owner is None else found.filter(owner=owner)
     return found.first()
 

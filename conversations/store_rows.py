@@ -151,12 +151,17 @@ class Rows:
     def _payload(self, payload: Payload, payload_id: Any) -> Any:
         value, size, digest = _payload_values(payload)
         if self.reuse_payloads and size >= REUSE_PAYLOAD_BYTES:
-            stored = (
+            # Looked up by the digest alone, its index, and the rest compared here: given every
+            # column, SQLite chose the version's index (a few values for every payload) and
+            # read each payload row past its value to the digest stored after it, for each
+            # fork of an import (most of a 100 MB import's kernel time, reading the file).
+            found = (
                 ProviderPayload.objects.select_for_update()  # a delete waits for this write
-                .filter(sha256=digest, size=size, provider=payload.provider,
-                        format=payload.format, version=payload.version)
-                .values_list("id", flat=True).first()
+                .filter(sha256=digest).order_by("pk")
+                .values_list("id", "size", "provider", "format", "version")
             )
+            wanted = (size, payload.provider, payload.format, payload.version)
+            stored = next((row[0] for row in found if row[1:] == wanted), None)
             if stored is not None:
                 return self.tables.uuid(stored)
         self.payloads.append((

@@ -123,3 +123,11 @@ def source_fingerprint(obj: Any) -> str:
 
     source = textwrap.dedent(inspect.getsource(obj))
     return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def sqlite_plan(connection: Any, sql: str) -> str:
+    """SQLite's query plan of ``sql`` (a captured query, its parameters written in), as text:
+    which index it reads."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql)
+        return " ".join(str(row[-1]) for row in cursor.fetchall())

@@ -256,3 +256,25 @@ def test_giving_a_conversation_to_someone_who_imported_it_too_makes_it_their_cop
     assert mine.conversation.owner == other and mine.conversation.source == ""
     theirs.conversation.refresh_from_db()
     assert theirs.conversation.source == "chatgpt:c1"
+
+
+def test_already_imported_is_looked_up_through_the_unique_index_of_sources(owner):
+    """The lookup each imported conversation makes reads the (owner, source) unique index,
+    not every conversation of the owner in the list's order (an import's time grew with the
+    square of its size)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support import sqlite_plan
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's query plan (PostgreSQL plans from statistics)")
+    stored = store.record_turns([], store.NewConversation(title="t", owner=owner,
+                                                          source="chatgpt:k1"))[0]
+    for who in (owner, None):
+        with CaptureQueriesContext(connection) as queries:
+            found = sources.already_imported(who, "chatgpt:k1")
+        assert found == (stored if who else None)
+        plan = sqlite_plan(connection, queries.captured_queries[0]["sql"])
+        assert "source=?" in plan and any(index in plan for index in (
+            "conversation_owner_source", "conversation_ownerless_source")), plan

@@ -289,3 +289,25 @@ def test_an_unknown_integrity_is_refused():
     with pytest.raises(ValueError, match="integrity"):
         add_turn(conversation, Turn.Role.AGENT, EventRecord("message", text="x", attributions=[
             AttributionRecord("https://a.example/", integrity="guessed")]))
+
+
+def test_a_fork_finds_the_payload_it_shares_by_its_digest_index():
+    """``record_fork`` references the payload row its shared turn already has, found through
+    the digest's index (given every column, SQLite read every payload past its value)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support import sqlite_plan
+
+    payload = Payload("openai", "chat-export", "1", {"conversation": "x" * 2000})
+    turn = store.NewTurn("user", [EventRecord("message", text="hi", payload=payload)])
+    source = store.record_turns([turn], store.NewConversation(title="source"))[0]
+    with CaptureQueriesContext(connection) as queries:
+        forked = store.record_fork(source, 0, [turn], store.NewConversation(title="fork"))
+    assert ProviderPayload.objects.count() == 1
+    assert Event.objects.get(conversation=forked).payload_id == \
+        Event.objects.get(conversation=source).payload_id
+    if connection.vendor == "sqlite":
+        [lookup] = [q["sql"] for q in queries.captured_queries
+                    if q["sql"].startswith("SELECT") and "providerpayload" in q["sql"]]
+        assert "sha256" in sqlite_plan(connection, lookup)
