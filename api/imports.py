@@ -31,8 +31,9 @@ from api.permissions import OwnsConversation
 from api.throttling import WriteRateThrottle, import_throttles
 from api.views import CONVERSATION_ID, OBJECT_ERRORS, READ_ERRORS, ApiView, created_response, errors
 from conversations import upload_limits, uploads
-from conversations.actions.create import announce_created, import_files
-from conversations.ingest import ResponseFile, ingest
+from conversations.actions.create import import_files
+from conversations.actions.ingest import ingest_response
+from conversations.ingest import ResponseFile
 from conversations.models import Conversation
 from conversations.responses import streaming_response
 from guards.redaction import redact_text
@@ -212,12 +213,10 @@ class _IngestBase(ApiView):
         # the CSRF check reads request.POST first, which parses (and so consumes) the body.
         raw = request.data if isinstance(request.data, bytes) else b""
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)
-        summary = ingest(
+        summary = ingest_response(
             provider, [ResponseFile("body", raw, context)], owner=request.user,
             title=title, prompt=prompt, conversation=conversation,
         )
-        if conversation is None:
-            announce_created(summary.conversation)
         turn = summary.turn
         agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
         if turn.model_provenance:

@@ -1,10 +1,12 @@
 """The ``turn`` and ``events`` messages (``live.protocol``) that announce stored turns and
-events to a conversation's viewers: built by the live runner, and by the proxy's catch-up."""
+events to a conversation's viewers: built by the live runner, and by the proxy's catch-up
+(``turn_message`` is the business actions', ``conversations.actions.announce``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from conversations.actions.announce import turn_message
 from conversations.models import Event, Turn
 from streams.bodies import ActivityBody
 
@@ -17,14 +19,6 @@ def event_brief(event: Event) -> dict[str, Any]:
         brief["activity"] = {"id": body.id, "name": body.name, "state": body.state,
                              "summary": body.summary}
     return brief
-
-
-def turn_message(turn: Turn, seq: int) -> dict[str, Any]:
-    return {
-        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
-        "status": turn.status, "end_reason": turn.end_reason or None,
-        "model": turn.model_provenance, "seq": seq,
-    }
 
 
 def events_message(turn: Turn, events: list[dict[str, Any]]) -> dict[str, Any]:

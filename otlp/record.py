@@ -29,6 +29,7 @@ from django.db import IntegrityError, transaction
 import providers
 from conversations import ingest, provenance, store
 from conversations.actions.create import announce_created
+from conversations.actions.ingest import announce_turns_after, last_index
 from conversations.models import Conversation, Turn
 from guards import redaction
 from otlp import spans
@@ -96,6 +97,7 @@ def _store(user: Any, call: spans.Call) -> Turn:
         conversation = store.create_conversation(title=_title(call, exchange), owner=user)
         announce_created(conversation)
     placement = threads.place(user, exchange, conversation, fallback_title=_title(call, exchange))
+    before = last_index(placement.conversation)
     prompt = placement.prompt or placement.before
     bookkeeping = call.bookkeeping
     responses: list[tuple[str, Iterable[Part]]]
@@ -112,10 +114,12 @@ def _store(user: Any, call: spans.Call) -> Turn:
             call.raw = None
             bookkeeping = {**call.bookkeeping, "raw_unreadable": str(exc)[:300]}
         else:
+            announce_turns_after(placement.conversation, before)
             return _keep(user, call, summary.turn)
     summary = ingest.ingest_turn([(call.name, spans.skeleton(call))],
                                  conversation=placement.conversation, prompt=prompt,
                                  bookkeeping=bookkeeping)
+    announce_turns_after(placement.conversation, before)
     return _keep(user, call, summary.turn)
 
 

@@ -9,7 +9,10 @@ beside ``live.protocol``'s messages:
   conversation was created (a fork, an import);
 * ``{"type": "conversation", "op": "update", "conversation", "title", "shown"}`` (both): it was
   renamed; ``title`` is the stored title, ``shown`` it as plain text (what pages show);
-* ``{"type": "conversation", "op": "remove", "conversation"}`` (both): it was deleted.
+* ``{"type": "conversation", "op": "remove", "conversation"}`` (both): it was deleted;
+* ``live.protocol``'s ``turn`` message (``turn_message``, the runner's too) for each turn
+  stored into a conversation outside the runner (an API ingest, an OTLP span): a page whose
+  ``last_seq`` is behind the message's ``seq`` resyncs and fetches the turns.
 
 Announcing is the fast path and may drop (the layer is down, the message expires): the
 database stays the truth, and a page that reconnects reads the title again from the state
@@ -31,6 +34,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from conversations.models import Turn
 from conversations.rendering.plain import plain_line
 
 log = logging.getLogger("turnscope.live")
@@ -56,6 +60,15 @@ def shown_title(title: str) -> str:
     """A title as the pages show it (the markdown syntax of a title taken from a message is
     not shown); empty when there is nothing to show, and each page says "Untitled" its way."""
     return plain_line(title or "").strip()
+
+
+def turn_message(turn: Turn, seq: int) -> dict[str, Any]:
+    """A turn as it stands, ``seq`` the conversation's last committed event seq."""
+    return {
+        "type": "turn", "turn": str(turn.pk), "index": turn.index, "role": turn.role,
+        "status": turn.status, "end_reason": turn.end_reason or None,
+        "model": turn.model_provenance, "seq": seq,
+    }
 
 
 def added(conversation_id: Any, owner_id: Any, title: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 
-from conversations import reading, store, uploads
+from conversations import ingest, reading, store, uploads
 from conversations.actions import announce
 from conversations.actions.create import (
     announce_created,
@@ -31,6 +31,7 @@ from conversations.actions.create import (
     new_conversation,
 )
 from conversations.actions.delete import delete_conversation
+from conversations.actions.ingest import ingest_response
 from conversations.actions.owner import set_owner
 from conversations.actions.rename import rename_conversation
 from conversations.actions.share import revoke_share, share_conversation, update_share
@@ -305,3 +306,21 @@ def test_deleting_a_shared_conversation_takes_its_links_away(owner, tides):
     share_conversation(tides, owner, include_reasoning=False)
     verify_action(lambda: delete_conversation(tides), owner, [tides.pk])
     assert not Share.objects.exists()
+
+
+def test_a_response_ingested_into_a_conversation_reaches_its_page(owner, tides):
+    """Through the API (``POST .../ingest`` of a conversation): its user and agent turns are
+    announced as the runner announces turns; into no conversation, a new one to the list."""
+    raw = (bundled.SAMPLES_DIR / "openai-sourdough.sse").read_bytes()
+    summary, messages = verify_action(
+        lambda: ingest_response("openai", [ingest.ResponseFile("body", raw)], owner=owner,
+                                prompt="and bread?", conversation=tides), owner, [tides.pk])
+    assert [(m["type"], m["role"], m["index"]) for m in messages] == [
+        ("turn", "user", 2), ("turn", "agent", 3)]
+    assert messages[-1]["turn"] == str(summary.turn.pk)
+    assert messages[-1]["seq"] == Conversation.objects.get(pk=tides.pk).next_seq - 1
+    summary, messages = verify_action(
+        lambda: ingest_response("openai", [ingest.ResponseFile("body", raw)], owner=owner),
+        owner, [tides.pk])
+    assert [(m["op"], m["conversation"]) for m in messages] == [
+        ("add", str(summary.conversation.pk))]
