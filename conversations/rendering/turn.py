@@ -214,6 +214,123 @@ def _tool_arguments(value: object) -> str:
     return clean_block_text(text, limit=20_000)
 
 
+@dataclass
+class _Timeline:
+    """What a turn's events make, in order: their items, and each activity's transitions
+    gathered into one group (made into its ``ActivityItem`` once every event is read)."""
+
+    items: list[Any] = field(default_factory=list)
+    groups: dict[str, _ActivityGroup] = field(default_factory=dict)
+
+
+def _activity(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    activity = ActivityBody.from_body(event)
+    aid = activity.id or f"event:{eid}"
+    group = timeline.groups.get(aid)
+    if group is None:
+        group = timeline.groups[aid] = _ActivityGroup(seq=seq, activity_id=aid)
+        timeline.items.append(group)  # replaced by its ActivityItem at the end
+    group.event_ids.append(eid)
+    # Events are in seq order, so the last value seen is the latest state.
+    if activity.state in ACTIVITY_STATES:
+        group.state = activity.state
+    group.name = activity.name or group.name
+    if activity.input:
+        group.inputs = dict(activity.input)
+    group.summary = activity.summary or group.summary
+    group.error_code = activity.error_code or group.error_code
+    group.sources.extend(activity.sources or ())
+    if activity.output:
+        group.output.update(activity.output)
+
+
+def _reasoning(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    redacted = ReasoningBody.from_body(event).redacted
+    timeline.items.append(
+        ReasoningItem(
+            seq=seq,
+            event_id=eid,
+            text="" if redacted else clean_block_text(event.get("text")),
+            redacted=redacted,
+            incomplete=event.get("incomplete") is True,
+        )
+    )
+
+
+def _tool_call(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    call = ToolCallBody.from_body(event)
+    timeline.items.append(
+        ToolCallItem(
+            seq=seq,
+            event_id=eid,
+            call_id=clean_text(call.id, limit=200),
+            name=clean_text(call.name, limit=200),
+            arguments=_tool_arguments(call.arguments),
+            incomplete=call.incomplete is True,
+        )
+    )
+
+
+def _refusal(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    refusal = RefusalBody.from_body(event)
+    timeline.items.append(
+        RefusalItem(
+            seq=seq,
+            event_id=eid,
+            category=clean_text(refusal.category, limit=100),
+            explanation=clean_block_text(refusal.explanation, limit=5_000),
+        )
+    )
+
+
+def _tool_result(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    result = ToolResultBody.from_body(event)
+    timeline.items.append(ToolResultItem(
+        seq=seq, event_id=eid, call_id=clean_text(result.id, limit=200),
+        output=clean_text(result.output, limit=4000), is_error=result.is_error,
+    ))
+
+
+def _error(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    error = ErrorBody.from_body(event)
+    timeline.items.append(ErrorItem(
+        seq=seq, event_id=eid, code=clean_text(error.code, limit=200),
+        message=clean_text(error.message, limit=2000),
+    ))
+
+
+def _artifact(timeline: _Timeline, event: dict[str, Any], seq: int | None, eid: str) -> None:
+    artifact = ArtifactBody.from_body(event)
+    display = artifact.display_html
+    artifact_type = clean_text(artifact.type, limit=200)
+    timeline.items.append(
+        ArtifactItem(
+            seq=seq,
+            event_id=eid,
+            artifact_type=artifact_type,
+            label=ARTIFACT_LABELS.get(artifact_type, ""),
+            summary=clean_text(artifact.summary, limit=500),
+            srcdoc=SanitizedHTML(search_entry_point_srcdoc(display))
+            if display and display.strip()
+            else None,
+        )
+    )
+
+
+# How each event kind other than a message shows on the timeline (message events render in
+# runs, ``render_turn``). A kind without a renderer here is not shown.
+EventRenderer = Callable[[_Timeline, dict[str, Any], int | None, str], None]
+RENDERERS: dict[str, EventRenderer] = {
+    "hosted_activity": _activity,
+    "reasoning": _reasoning,
+    "tool_call_request": _tool_call,
+    "tool_call_response": _tool_result,
+    "refusal": _refusal,
+    "error": _error,
+    "provider_artifact": _artifact,
+}
+
+
 def render_turn(turn: object, cached_html: Mapping[str, str] | None = None, *,
                 messages_html: bool = True, ledger: bool = True) -> RenderedTurn:
     """Render one turn. Consecutive message events render as one run (see ``merge_run``).
@@ -229,9 +346,7 @@ def render_turn(turn: object, cached_html: Mapping[str, str] | None = None, *,
     streaming = turn.get("status") == "streaming"
     html: dict[str, SanitizedHTML] = {}
     fresh: dict[str, SanitizedHTML] = {}
-    items: list[Any] = []
-    groups: dict[str, _ActivityGroup] = {}
-
+    timeline = _Timeline()
     position = 0
     for entry in message_runs(seq_order(turn.get("events"))):
         if isinstance(entry, list):
@@ -246,94 +361,13 @@ def render_turn(turn: object, cached_html: Mapping[str, str] | None = None, *,
             else:
                 rendered = fresh[key] = render_event_html(merged, registry)
             html[key] = rendered
-            items.append(MessageItem(_seq(entry[0]), ids[0], rendered,
-                                     merged.get("incomplete") is True, event_ids=ids))
+            timeline.items.append(MessageItem(_seq(entry[0]), ids[0], rendered,
+                                              merged.get("incomplete") is True, event_ids=ids))
             continue
-        event = entry
-        kind = event.get("kind")
-        eid = event_id(event, position)
+        render = RENDERERS.get(_str(entry.get("kind")))  # a kind that is no string: none
+        if render is not None:
+            render(timeline, entry, _seq(entry), event_id(entry, position))
         position += 1
-        seq = _seq(event)
-        if kind == "hosted_activity":
-            activity = ActivityBody.from_body(event)
-            aid = activity.id or f"event:{eid}"
-            group = groups.get(aid)
-            if group is None:
-                group = groups[aid] = _ActivityGroup(seq=seq, activity_id=aid)
-                items.append(group)  # replaced by its ActivityItem below
-            group.event_ids.append(eid)
-            # Events are in seq order, so the last value seen is the latest state.
-            if activity.state in ACTIVITY_STATES:
-                group.state = activity.state
-            group.name = activity.name or group.name
-            if activity.input:
-                group.inputs = dict(activity.input)
-            group.summary = activity.summary or group.summary
-            group.error_code = activity.error_code or group.error_code
-            group.sources.extend(activity.sources or ())
-            if activity.output:
-                group.output.update(activity.output)
-        elif kind == "reasoning":
-            redacted = ReasoningBody.from_body(event).redacted
-            items.append(
-                ReasoningItem(
-                    seq=seq,
-                    event_id=eid,
-                    text="" if redacted else clean_block_text(event.get("text")),
-                    redacted=redacted,
-                    incomplete=event.get("incomplete") is True,
-                )
-            )
-        elif kind == "tool_call_request":
-            call = ToolCallBody.from_body(event)
-            items.append(
-                ToolCallItem(
-                    seq=seq,
-                    event_id=eid,
-                    call_id=clean_text(call.id, limit=200),
-                    name=clean_text(call.name, limit=200),
-                    arguments=_tool_arguments(call.arguments),
-                    incomplete=call.incomplete is True,
-                )
-            )
-        elif kind == "refusal":
-            refusal = RefusalBody.from_body(event)
-            items.append(
-                RefusalItem(
-                    seq=seq,
-                    event_id=eid,
-                    category=clean_text(refusal.category, limit=100),
-                    explanation=clean_block_text(refusal.explanation, limit=5_000),
-                )
-            )
-        elif kind == "tool_call_response":
-            result = ToolResultBody.from_body(event)
-            items.append(ToolResultItem(
-                seq=seq, event_id=eid, call_id=clean_text(result.id, limit=200),
-                output=clean_text(result.output, limit=4000), is_error=result.is_error,
-            ))
-        elif kind == "error":
-            error = ErrorBody.from_body(event)
-            items.append(ErrorItem(
-                seq=seq, event_id=eid, code=clean_text(error.code, limit=200),
-                message=clean_text(error.message, limit=2000),
-            ))
-        elif kind == "provider_artifact":
-            artifact = ArtifactBody.from_body(event)
-            display = artifact.display_html
-            artifact_type = clean_text(artifact.type, limit=200)
-            items.append(
-                ArtifactItem(
-                    seq=seq,
-                    event_id=eid,
-                    artifact_type=artifact_type,
-                    label=ARTIFACT_LABELS.get(artifact_type, ""),
-                    summary=clean_text(artifact.summary, limit=500),
-                    srcdoc=SanitizedHTML(search_entry_point_srcdoc(display))
-                    if display and display.strip()
-                    else None,
-                )
-            )
 
     made: dict[str, SourceItem] = {}
 
@@ -347,7 +381,7 @@ def render_turn(turn: object, cached_html: Mapping[str, str] | None = None, *,
         _activity_item(item, registry, streaming, item_for)
         if isinstance(item, _ActivityGroup)
         else item
-        for item in items
+        for item in timeline.items
     ))
     agent = _dict(turn.get("agent"))
     model = _dict(agent.get("model"))

@@ -348,3 +348,25 @@ def test_provider_labels() -> None:
     assert "Page opened: https://a.example/p —" in markdown
     assert "(via a Google redirect link)" in markdown
     assert "> Google Search suggestions" in markdown and "google.search_entry_point" not in markdown
+
+
+def test_every_registered_event_kind_has_a_renderer():
+    """``render_turn`` dispatches through its table of per-kind renderers: a kind a producer
+    registers that no renderer shows would be silently left off every page. (Messages render
+    in runs, not through the table.)"""
+    import streams.builder  # noqa: F401  (registers the kinds the assembler makes)
+    from conversations.rendering.turn import RENDERERS
+    from streams.registries import EVENT_KINDS
+
+    assert "error" in EVENT_KINDS
+    assert set(EVENT_KINDS) - {"message"} <= set(RENDERERS)
+
+
+def test_an_event_kind_without_a_renderer_is_left_off_the_timeline():
+    turn = {"id": "t", "role": "agent", "status": "complete", "events": [
+        {"id": "a", "seq": 1, "kind": "from_the_future", "text": "x"},
+        {"id": "b", "seq": 2, "kind": ["not", "a", "string"]},
+        {"id": "c", "seq": 3, "kind": "error", "error": {"code": "boom", "message": "it broke"}},
+    ]}
+    [item] = render_turn(turn).items
+    assert (item.event_id, item.code, item.message) == ("c", "boom", "it broke")
