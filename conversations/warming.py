@@ -34,7 +34,7 @@ from conversations.models import Conversation, PendingRender, Turn
 
 log = logging.getLogger("turnscope.render")
 
-DRAIN_BATCH = 20  # turns a drain takes at once: a round of the server's loop stays short
+DRAIN_BATCH = 50  # turns a drain takes at once (~0.2 s of CPU): a server round stays short
 
 
 def queue(turn_ids: Iterable[Any], *, connection: Any = None) -> None:
@@ -46,6 +46,22 @@ def queue(turn_ids: Iterable[Any], *, connection: Any = None) -> None:
     if rows:
         cache_rows.put(PendingRender, ("turn", "queued_at"), rows, unique=("turn",),
                        replace=("queued_at",), connection=connection)
+
+
+def queue_all_finished(batch: int = 2000) -> int:
+    """Queue every finished turn (``render_pending --all``); returns how many."""
+    total = 0
+    finished = Turn.objects.exclude(status=Turn.Status.STREAMING).order_by("pk")
+    last = None
+    while True:
+        page = finished.filter(pk__gt=last) if last is not None else finished
+        ids = list(page.values_list("pk", flat=True)[:batch])
+        if not ids:
+            return total
+        with transaction.atomic(using=router.db_for_write(PendingRender)):
+            queue(ids)
+        total += len(ids)
+        last = ids[-1]
 
 
 def pending() -> int:

@@ -223,3 +223,19 @@ def test_the_server_defers_rendering_while_it_streams_live_turns_but_not_for_lon
         seconds=apps.RENDER_DEFER + 1))
     asyncio.run(round_while_streaming())
     assert warming.pending() == 0  # waited long enough: rendered all the same
+
+
+def test_the_command_renders_what_is_queued_and_all_of_it_again():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    conversation = build_conversation()
+    count = conversation.turns.count()
+    out = StringIO()
+    call_command("render_pending", stdout=out)
+    assert f"rendered {count} turns; 0 queued" in out.getvalue()
+    _drop_caches(conversation)
+    call_command("render_pending", "--all", stdout=out)
+    assert f"queued {count} finished turns" in out.getvalue()
+    assert TurnFragment.objects.filter(turn__conversation=conversation).count() == count
