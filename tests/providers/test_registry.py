@@ -40,7 +40,7 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     "upstream/hosts.py": (17, "the services the proxy forwards to (Azure, Vertex AI, named "
                           "upstreams) and the wire each speaks"),
     "bench/ingest.py": (3, "a benchmark reads each provider's bundled recordings"),
-    "bench/live.py": (4, "a benchmark serves recordings under each provider's path"),
+    "bench/live_servers.py": (4, "a benchmark serves recordings under each provider's path"),
     "bench/long.py": (1, "a benchmark's made-up stored turn"),
     "bench/proxy.py": (2, "a benchmark serves an Anthropic recording"),
     "bench/render.py": (2, "a benchmark's made-up conversation documents"),
