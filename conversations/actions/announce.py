@@ -6,10 +6,14 @@ conversation's page, ``live.consumers.LiveConsumer``) and to one group per owner
 beside ``live.protocol``'s messages:
 
 * ``{"type": "conversation", "op": "add", "conversation", "title", "shown"}`` (owner group): a
-  conversation was created (a fork, an import);
+  conversation was created (a new one, a fork, an import, a replay, one the proxy or OTLP
+  started);
 * ``{"type": "conversation", "op": "update", "conversation", "title", "shown"}`` (both): it was
   renamed; ``title`` is the stored title, ``shown`` it as plain text (what pages show);
 * ``{"type": "conversation", "op": "remove", "conversation"}`` (both): it was deleted;
+* ``{"type": "share", "op": "add" | "update" | "remove", "share", "conversation",
+  "turn_count"}`` (owner group): a link made, moved to now, revoked (``actions.share``; never
+  its token);
 * ``live.protocol``'s ``turn`` message (``turn_message``, the runner's too) for each turn
   stored into a conversation outside the runner (an API ingest, an OTLP span): a page whose
   ``last_seq`` is behind the message's ``seq`` resyncs and fetches the turns.
