@@ -4,8 +4,6 @@ the Sources pages (``conversations.source_report``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -108,19 +106,6 @@ class CitedModelProfilesSerializer(serializers.Serializer):
     results = CitedModelProfileSerializer(many=True)
 
 
-def source_item(row: dict[str, Any], group: str) -> dict[str, Any]:
-    """One row of a Sources table as the API and the JSON export give it."""
-    item: dict[str, Any] = {}
-    if group == "url":
-        item.update(url=row["name"], title=row["title"], domain=row["site"])
-    else:
-        item["domain"] = row["name"]
-    item.update({c: row[c] for c in COLUMNS if c not in ("first_seen", "last_seen")})
-    item["models"] = row["models"]
-    item["first_seen"], item["last_seen"] = row["first_seen"], row["last_seen"]
-    return item
-
-
 class SourcesView(ApiView):
     permission_classes = [IsAuthenticated]
 
@@ -152,7 +137,7 @@ class SourcesView(ApiView):
             descending=order == "desc", page=int(page_text),
             within=text_param(request, "domain", max_length=255).strip().lower())
         return Response({"count": page.total, "page": page.page, "pages": page.pages,
-                         "results": [source_item(row, group) for row in page.rows]})
+                         "results": [source_report.item(row, group) for row in page.rows]})
 
 
 class SourceModelsView(ApiView):

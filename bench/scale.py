@@ -116,7 +116,9 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
     skip = have
     for provider, files in by_provider.items():
         files, skip = files[skip:], max(0, skip - len(files))
-        for result in ingest_each(provider, files, owner=owner, batch=batch):
+        # copy=True: the files repeat (the recordings, cycled), and a second import of the
+        # same bytes is otherwise "already imported", not a conversation.
+        for result in ingest_each(provider, files, owner=owner, batch=batch, copy=True):
             made += result.conversation is not None
             failed += result.conversation is None
             now = time.perf_counter()
@@ -132,7 +134,7 @@ def generate(size: int, backend: str, batch: int) -> dict[str, Any]:
     if missing:
         fill = [r for r in by_provider[next(iter(by_provider))][:1]]
         for _ in range(missing):
-            list(ingest_each(next(iter(by_provider)), fill, owner=owner))
+            list(ingest_each(next(iter(by_provider)), fill, owner=owner, copy=True))
     return {"generated": True, "conversations": made, "resumed_at": have, "refused": failed,
             "seconds": elapsed,
             "per_second": made / elapsed if elapsed else 0.0,

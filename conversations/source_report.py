@@ -202,6 +202,25 @@ def _with_titles(qs: QuerySet[SourceUse], rows: list[dict[str, Any]]) -> None:
         row.setdefault("site", "")
 
 
+def item(row: dict[str, Any], group: str) -> dict[str, Any]:
+    """One row of a Sources table as the API and the JSON export give it."""
+    out: dict[str, Any] = {}
+    if group == "url":
+        out.update(url=row["name"], title=row["title"], domain=row["site"])
+    else:
+        out["domain"] = row["name"]
+    out.update({c: row[c] for c in COLUMNS if c not in ("first_seen", "last_seen")})
+    out["models"] = row["models"]
+    out["first_seen"], out["last_seen"] = row["first_seen"], row["last_seen"]
+    return out
+
+
+def choices(user: Any) -> dict[str, list[str]]:
+    """The provider and model filter choices (the list's maintained counts)."""
+    found = search.choices(user, domains=0)
+    return {"providers": found["providers"], "models": found["models"]}
+
+
 # -- the turns that cite a source --------------------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from conversations import share_views, views
+from conversations import share_views, source_views, views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation-list"),
@@ -30,6 +30,11 @@ urlpatterns = [
          name="turn-compare"),
     path("c/<uuid:conversation_id>/shares/", share_views.share_create, name="share-create"),
     path("shares/", share_views.share_list, name="share-list"),
+    path("sources/", source_views.sources, name="sources"),
+    path("sources/hosts/", source_views.sources, {"group": "host"}, name="sources-hosts"),
+    path("sources/urls/", source_views.sources, {"group": "url"}, name="sources-urls"),
+    path("sources/turns/", source_views.source_turns, name="sources-turns"),
+    path("sources/models/", source_views.models, name="sources-models"),
     path("shares/<uuid:share_id>/update/", share_views.share_update, name="share-update"),
     path("shares/<uuid:share_id>/revoke/", share_views.share_revoke, name="share-revoke"),
     # Anyone with the link: the token is the only key (conversations.sharing).

@@ -137,6 +137,11 @@ def _pages(world):
         (f"/c/{tides}/turns/1/fork/", None),
         (f"/c/{tides}/turns/1/rerun/", None),
         (f"/c/{tides}/turns/1/payloads/", None),
+        # Sources: domains (with its chart), a domain's hosts and citing turns, URLs, the
+        # turns citing a URL, the models side by side (with their charts).
+        ("/sources/", None), ("/sources/urls/", None), ("/sources/models/", None),
+        ("/sources/hosts/?domain=example.com", None),
+        ("/sources/turns/?url=https%3A%2F%2Fexample.com%2F", None),
     ]
 
 
