@@ -22,6 +22,7 @@ floor of its own round):
 * the API list, the admin changelists (conversations, turns, events, attributions, payloads),
   and the admin's filters and searches (event kind and incomplete, payload provider, a cited
   domain, a word of the sources' titles, a word said in conversations, a key),
+* the Sources pages and API, filtered and not (``bench.sources``),
 * the process's peak RSS,
 
 each as wall and CPU time (the server's own time: on a loaded machine wall time is mostly the
@@ -251,6 +252,10 @@ def measure(size: int, repeat: int) -> dict[str, Any]:
         "admin attributions, text search": (admin, f"{admin_pages}/attribution/?"
                                             + urlencode({"q": source_word})),
     })
+    # The Sources pages and API (bench.sources: also measured alone there).
+    from bench.sources import targets as source_targets
+
+    targets.update(source_targets(user, admin, owner))
     # Ratios on CPU time: on a loaded machine wall time is mostly waiting for a core.
     results = timed_rounds(targets, repeat, floor="login page (floor)")
     out: dict[str, Any] = {
