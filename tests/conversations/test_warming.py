@@ -239,3 +239,13 @@ def test_the_command_renders_what_is_queued_and_all_of_it_again():
     call_command("render_pending", "--all", stdout=out)
     assert f"queued {count} finished turns" in out.getvalue()
     assert TurnFragment.objects.filter(turn__conversation=conversation).count() == count
+
+
+def test_the_patched_renderer_trips_on_a_fresh_rendering():
+    """The tests above that render nothing would pass vacuously if message runs were rendered
+    elsewhere than the patched function: a cold page and a cold export both trip it."""
+    conversation = build_conversation()
+    with _renders_nothing(), pytest.raises(AssertionError, match="rendered a message run"):
+        _pages(conversation)
+    with _renders_nothing(), pytest.raises(AssertionError, match="rendered a message run"):
+        _exports(conversation)
