@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import io
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ import orjson
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.core.management import call_command
 
 from conversations import ingest, reading, store, uploads
 from conversations.actions import announce
@@ -227,7 +229,7 @@ def test_new_conversation_is_added(owner):
 
 def test_import_adds_each_conversation_stored(owner):
     raw = (bundled.SAMPLES_DIR / "openai-sourdough.sse").read_bytes()
-    files = [uploads.Upload("one.sse", lambda: __import__("io").BytesIO(raw), len(raw))]
+    files = [uploads.Upload("one.sse", lambda: io.BytesIO(raw), len(raw))]
     results, messages = verify_action(
         lambda: list(import_files(files, owner=owner, format="auto")), owner, [])
     [done] = [r for r in results if isinstance(r, uploads.Imported)]
@@ -324,3 +326,21 @@ def test_a_response_ingested_into_a_conversation_reaches_its_page(owner, tides):
         owner, [tides.pk])
     assert [(m["op"], m["conversation"]) for m in messages] == [
         ("add", str(summary.conversation.pk))]
+
+
+@pytest.mark.parametrize("command", ["import", "ingest"])
+def test_the_command_line_announces_what_it_stores(owner, command):
+    """With a shared layer (Redis), a list open in a browser sees what ``manage.py import`` or
+    ``ingest`` (one file, or ``--each``) stores."""
+    path = str(bundled.SAMPLES_DIR / "openai-sourdough.sse")
+    args = ["--provider", "openai"] if command == "ingest" else []
+    _, messages = verify_action(
+        lambda: call_command(command, *args, "--owner", "owner", path, stdout=io.StringIO()),
+        owner, [])
+    [conversation] = Conversation.objects.filter(owner=owner)
+    assert [(m["op"], m["conversation"]) for m in messages] == [("add", str(conversation.pk))]
+    if command == "ingest":
+        _, messages = verify_action(
+            lambda: call_command("ingest", *args, "--copy", "--each", "--owner", "owner", path,
+                                 stdout=io.StringIO()), owner, [])
+        assert [m["op"] for m in messages] == ["add"]

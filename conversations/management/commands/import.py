@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations import uploads
+from conversations.actions.create import import_files
 from conversations.management.owners import OWNER_HELP, resolve_owner
 
 
@@ -40,8 +41,8 @@ class Command(BaseCommand):
             files.append(uploads.Upload(str(path), (lambda p=path: p.open("rb")),
                                         path.stat().st_size))
         problems = []
-        for result in uploads.import_files(files, owner=owner, format=options["format"],
-                                           copy=options["copy"]):
+        for result in import_files(files, owner=owner, format=options["format"],
+                                   copy=options["copy"]):
             if isinstance(result, uploads.Already):
                 conversation = result.conversation
                 self.stdout.write(f"{conversation.pk}\t{conversation.title}\talready imported"

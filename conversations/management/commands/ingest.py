@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import providers
+from conversations.actions.create import announce_created
 from conversations.ingest import (
     BULK_BATCH,
     AlreadyImported,
@@ -76,6 +77,7 @@ class Command(BaseCommand):
             self.stdout.write(f"already imported: {conversation.title} (--copy stores a copy)")
             self.stdout.write(str(conversation.pk))
             return
+        announce_created(summary.conversation)
         for line in summary.lines():
             self.stdout.write(line)
         self.stdout.write(str(summary.conversation.pk))
@@ -114,6 +116,8 @@ class Command(BaseCommand):
                               else f"{result.name}: {result.error}")
             return 1
         conversation = result.conversation
+        if not result.already:
+            announce_created(conversation)
         already = "\talready imported" if result.already else ""
         self.stdout.write(f"{conversation.pk}\t{conversation.title}\t{result.name}{already}")
         return 0
