@@ -36,7 +36,7 @@ async def _render_pending() -> None:
     is what viewers feel, a warm export only saves a later wait), unless a turn has waited
     ``RENDER_DEFER`` seconds already."""
     from asgiref.sync import sync_to_async
-    from django.db import close_old_connections
+    from django.db import connections
 
     from conversations import warming
     from live import tasks
@@ -48,7 +48,9 @@ async def _render_pending() -> None:
             if not streaming or warming.waited(RENDER_DEFER):
                 warming.drain_for(RENDER_ROUND)
         finally:
-            close_old_connections()  # this thread's, as a request's are at its end
+            # A pool thread's connections would stay open between rounds (and hold a test
+            # database): this round's are closed, the next opens its own.
+            connections.close_all()
 
     await sync_to_async(round_, thread_sensitive=False)()
 
