@@ -12,7 +12,9 @@ What a provider provides:
 * the request side: ``build_request`` / ``build_continuation`` (``providers.requests``: the
   next request from stored turns) and ``read_request`` (what a proxied request body holds:
   ``providers.proxied``; ``endpoint`` is the proxy's name for the API it was sent to,
-  ``api_version`` the version header, ``url`` the URL it was sent to);
+  ``api_version`` the version header, ``url`` the URL it was sent to) and
+  ``proxied_endpoint`` (which of its API's endpoints a ``POST`` path is, by the proxy's name
+  for it: the ones the proxy records; None for one it only forwards);
 * its error shape both ways: ``error_body`` (what its SDK expects) and ``error_code`` (the
   machine-readable code in an error it sent);
 * the recorded stand-in's side: ``stand_in`` (``providers.standin``: its API's paths, how its
@@ -71,6 +73,8 @@ class Provider(Protocol):
     def read_request(
         self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
     ) -> ProxiedRequest: ...
+
+    def proxied_endpoint(self, path: str) -> str | None: ...
 
     # -- errors ------------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ And the other services of ``upstream.hosts``, read by the adapter of the wire th
   and ``:streamRawPredict`` (Anthropic's);
 * a named upstream (``/proxy/{name}``): ``POST …/chat/completions`` and ``POST …/responses``.
 
-Every other path under a prefix (count_tokens, models, files...) is forwarded unchanged and not
-recorded.
+A provider's own endpoints are its own to name (``Provider.proxied_endpoint``); the platforms
+and named upstreams are routed here. Every other path under a prefix (count_tokens, models,
+files...) is forwarded unchanged and not recorded.
 """
 
 from __future__ import annotations
@@ -27,11 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PROVIDERS = ("anthropic", "openai", "google")
-
-_GOOGLE = re.compile(
-    r"^/(v1|v1beta|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
-
+from providers import registry
 
 _AZURE_CHAT = re.compile(r"^/openai/(?:deployments/[^/]+|v1)/chat/completions$")
 _AZURE_RESPONSES = re.compile(r"^/openai/(?:deployments/[^/]+/|v1/)?responses$")
@@ -57,17 +54,11 @@ def recorded(provider: str, method: str, path: str) -> Endpoint | None:
     provider or an ``upstream.hosts`` service) is, or None for a request only forwarded."""
     if method != "POST":
         return None
-    if provider not in PROVIDERS:
+    found = registry.find(provider)
+    if found is None:
         return _elsewhere(provider, path)
-    if provider == "anthropic" and path == "/v1/messages":
-        return Endpoint(provider, "messages", path)
-    if provider == "openai" and path == "/v1/responses":
-        return Endpoint(provider, "responses", path)
-    if provider == "openai" and path == "/v1/chat/completions":
-        return Endpoint(provider, "chat", path)
-    if provider == "google" and _GOOGLE.match(path):
-        return Endpoint(provider, "generate", path)
-    return None
+    name = found.proxied_endpoint(path)  # a provider's own API: its own endpoints
+    return Endpoint(provider, name, path) if name is not None else None
 
 
 def _elsewhere(name: str, path: str) -> Endpoint | None:

@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-OWN = ("anthropic", "openai", "google")
+from providers import registry
+
+OWN = registry.names()
 PLATFORMS = ("azure", "vertex")
 RESERVED = (*OWN, *PLATFORMS, "t")  # "t" is the proxy's path-token prefix
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")

@@ -59,6 +59,9 @@ class Anthropic:
     ) -> ProxiedRequest:
         return proxied.read_request(body, api_version or DEFAULT_API_VERSION)
 
+    def proxied_endpoint(self, path: str) -> str | None:
+        return "messages" if path == "/v1/messages" else None
+
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),
                                            "message": message}}

@@ -3,6 +3,7 @@ names what a provider provides."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,6 +24,9 @@ ERROR_STATUS = {
     413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNAVAILABLE",
     503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
 }
+
+_GENERATE = re.compile(
+    r"^/(v1|v1beta|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
 
 
 class Google:
@@ -57,6 +61,9 @@ class Google:
         self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
     ) -> ProxiedRequest:
         return proxied.read_request(body, version_of(url))
+
+    def proxied_endpoint(self, path: str) -> str | None:
+        return "generate" if _GENERATE.match(path) else None
 
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         return {"error": {"code": status, "message": message,

@@ -18,6 +18,9 @@ from providers.standin import StandIn
 from providers.wire import Row, WireInput, WireKind
 from streams.parts import Part
 
+# The recorded endpoints, by the proxy's names (``read_request``'s ``endpoint``).
+_ENDPOINTS = {"/v1/responses": "responses", "/v1/chat/completions": "chat"}
+
 
 class OpenAI:
     name = PROVIDER
@@ -51,6 +54,9 @@ class OpenAI:
         self, body: dict[str, Any], endpoint: str, api_version: str | None, url: str
     ) -> ProxiedRequest:
         return proxied.read_request(body, endpoint)
+
+    def proxied_endpoint(self, path: str) -> str | None:
+        return _ENDPOINTS.get(path)
 
     def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
         kind = "server_error" if status >= 500 else "invalid_request_error"

@@ -80,3 +80,16 @@ def test_a_body_with_no_messages_reads_as_nothing() -> None:
     for provider in registry.providers():
         read = provider.read_request({}, "", None, "")
         assert (read.entries, read.tool_results, read.prompt_text) == ([], [], "")
+
+
+def test_each_provider_names_the_endpoints_the_proxy_records() -> None:
+    anthropic, openai, google = (registry.get(n) for n in ("anthropic", "openai", "google"))
+    assert anthropic.proxied_endpoint("/v1/messages") == "messages"
+    assert anthropic.proxied_endpoint("/v1/messages/count_tokens") is None
+    assert openai.proxied_endpoint("/v1/responses") == "responses"
+    assert openai.proxied_endpoint("/v1/chat/completions") == "chat"
+    assert openai.proxied_endpoint("/v1/models") is None
+    assert google.proxied_endpoint("/v1beta/models/gemini-2.5-flash:streamGenerateContent") == (
+        "generate")
+    assert google.proxied_endpoint("/v1/models/gemini-2.5-pro:generateContent") == "generate"
+    assert google.proxied_endpoint("/v1beta/models/gemini-2.5-flash:countTokens") is None

@@ -35,9 +35,9 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
                                   "per provider"),
     "live/services.py": (27, "the OpenAI-compatible services a live call can name, with their "
                          "models and labels"),
-    "proxy/endpoints.py": (22, "the proxy's routes: which path under /proxy/<name>/ is which "
-                           "provider's endpoint"),
-    "upstream/hosts.py": (17, "the services the proxy forwards to (Azure, Vertex AI, named "
+    "proxy/endpoints.py": (15, "the routes of the platforms (Azure, Vertex AI: which path is "
+                           "which provider's wire) and of the named OpenAI-compatible upstreams"),
+    "upstream/hosts.py": (14, "the services the proxy forwards to (Azure, Vertex AI, named "
                           "upstreams) and the wire each speaks"),
     "bench/ingest.py": (3, "a benchmark reads each provider's bundled recordings"),
     "bench/live_servers.py": (4, "a benchmark serves recordings under each provider's path"),
