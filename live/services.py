@@ -13,6 +13,9 @@ its answer read by OpenAI's adapter (``WireContext.served_by``: the turn is the 
   Completions (``/v1/chat/completions`` under its base URL), the API every compatible host
   speaks.
 
+Their names for a person and the models offered first are ``providers.served``'s, beside the
+hosts that name them.
+
 Vertex AI is not offered to live calls: it takes a Google access token, which expires within
 the hour, rather than a key the server's environment can hold.
 """
@@ -22,23 +25,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from providers import served
 from providers.requests import TurnRequest, UpstreamRequest
 from upstream import hosts
 
 WIRE = "openai"
+AZURE = "azure"  # the platform's name under ``upstream.hosts``
 AZURE_KEY = "AZURE_OPENAI_API_KEY"
-# Models offered first for the hosts whose names are known (any name the host takes may be sent).
-KNOWN_MODELS = {
-    "xai": ("grok-4", "grok-4-fast-reasoning", "grok-3-mini"),
-    "groq": ("groq/compound", "llama-3.3-70b-versatile", "openai/gpt-oss-120b"),
-    "deepseek": ("deepseek-chat", "deepseek-reasoner"),
-    "mistral": ("mistral-large-latest", "mistral-small-latest"),
-    "perplexity": ("sonar", "sonar-pro"),
-    "openrouter": ("openai/gpt-5-mini", "anthropic/claude-sonnet-4.5"),
-}
-LABELS = {"xai": "xAI", "groq": "Groq", "deepseek": "DeepSeek", "mistral": "Mistral",
-          "perplexity": "Perplexity", "openrouter": "OpenRouter", "together": "Together",
-          "azure": "Azure OpenAI"}
 
 
 @dataclass(frozen=True)
@@ -53,12 +46,12 @@ class Service:
 def services() -> list[Service]:
     """The services configured now, Azure first, then the named upstreams in setting order."""
     out = []
-    if hosts.find("azure") is not None:
-        out.append(Service("azure", LABELS["azure"], AZURE_KEY, (), "responses"))
+    if hosts.find(AZURE) is not None:
+        out.append(Service(AZURE, served.LABELS[AZURE], AZURE_KEY, (), "responses"))
     for name in hosts.named():
         variable = name.upper().replace("-", "_") + "_API_KEY"
-        out.append(Service(name, LABELS.get(name, name), variable, KNOWN_MODELS.get(name, ()),
-                           "chat"))
+        out.append(Service(name, served.LABELS.get(name, name), variable,
+                           served.MODELS.get(name, ()), "chat"))
     return out
 
 
@@ -71,7 +64,7 @@ def key(service: Service) -> str:
 
 
 def auth_header(service: Service, value: str) -> tuple[str, str]:
-    return ("api-key", value) if service.name == "azure" else ("authorization", f"Bearer {value}")
+    return ("api-key", value) if service.name == AZURE else ("authorization", f"Bearer {value}")
 
 
 def turn_request(service: Service, asked: TurnRequest) -> TurnRequest:
@@ -81,6 +74,6 @@ def turn_request(service: Service, asked: TurnRequest) -> TurnRequest:
 
 def upstream_request(service: Service, request: UpstreamRequest) -> UpstreamRequest:
     """The request as the service takes it: Azure's v1 API lives under ``/openai``."""
-    if service.name == "azure":
+    if service.name == AZURE:
         return replace(request, path="/openai" + request.path)
     return request

@@ -46,6 +46,21 @@ KNOWN_HOSTS = (
     ("-aiplatform.googleapis.com", "vertex"),
 )
 
+# The services' names for a person (a service not named here is shown by its name).
+LABELS = {"xai": "xAI", "groq": "Groq", "deepseek": "DeepSeek", "mistral": "Mistral",
+          "perplexity": "Perplexity", "openrouter": "OpenRouter", "together": "Together",
+          "azure": "Azure OpenAI"}
+# Models a live call offers first for the services whose names are known (any name the service
+# takes may be sent).
+MODELS = {
+    "xai": ("grok-4", "grok-4-fast-reasoning", "grok-3-mini"),
+    "groq": ("groq/compound", "llama-3.3-70b-versatile", "openai/gpt-oss-120b"),
+    "deepseek": ("deepseek-chat", "deepseek-reasoner"),
+    "mistral": ("mistral-large-latest", "mistral-small-latest"),
+    "perplexity": ("sonar", "sonar-pro"),
+    "openrouter": ("openai/gpt-5-mini", "anthropic/claude-sonnet-4.5"),
+}
+
 # Model names only one service serves under that name.
 _MODELS = (
     (re.compile(r"^grok-"), "xai"),

@@ -33,8 +33,8 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     "importers/vcr.py": (8, "the API hosts a VCR cassette's requests went to"),
     "live/recorded_provider.py": (4, "which bundled sample the demo's recorded provider serves "
                                   "per provider"),
-    "live/services.py": (27, "the OpenAI-compatible services a live call can name, with their "
-                         "models and labels"),
+    "live/services.py": (2, "the wire the OpenAI-compatible services speak, and the Azure "
+                         "platform's name (its key variable, api-key header, /openai prefix)"),
     "proxy/endpoints.py": (15, "the routes of the platforms (Azure, Vertex AI: which path is "
                            "which provider's wire) and of the named OpenAI-compatible upstreams"),
     "upstream/hosts.py": (14, "the services the proxy forwards to (Azure, Vertex AI, named "
