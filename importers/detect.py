@@ -25,13 +25,13 @@ import providers
 from importers import chatgpt, claude_ai, recording, vcr
 from importers.base import ExportDocument, Item, Problem
 from importers.jsonstream import Readable, array_elements
+from providers import registry
 from streams.errors import MalformedInput
 
 FORMATS = {
     "auto": "Detect from the content",
-    "anthropic": "Anthropic recording (SSE, JSON lines or JSON body)",
-    "openai": "OpenAI recording (SSE, JSON lines or JSON body)",
-    "google": "Google Gemini recording (SSE, JSON lines or JSON body)",
+    **{p.name: f"{p.label} recording (SSE, JSON lines or JSON body)"
+       for p in registry.providers()},
     "vcr": "VCR cassette (vcrpy, pytest-recording)",
     "turnscope": "Turnscope export document",
     "chatgpt": "ChatGPT data export (.zip or conversations.json)",

@@ -12,11 +12,11 @@ not given.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import providers
 from importers.base import ImportedConversation, ImportedTurn, Problem, WireResponse
+from providers import registry
 from streams import parts
 from streams.errors import MalformedInput
 
@@ -28,17 +28,9 @@ GROUPINGS = {
     "each": "One conversation each (as ingest --each)",
 }
 
-# Frame shapes only one provider writes; the one found first in the file wins.
-_SIGNATURES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    ("anthropic", re.compile(
-        rb'"type"\s*:\s*"(?:message_start|content_block_start|content_block_delta)"'
-        rb'|event:\s*message_start|"stop_reason"\s*:|"model"\s*:\s*"claude')),
-    ("openai", re.compile(
-        rb'"type"\s*:\s*"response\.|"object"\s*:\s*"(?:response|chat\.completion)'
-        rb'|event:\s*response\.|"choices"\s*:')),
-    ("google", re.compile(rb'"candidates"\s*:|"modelVersion"\s*:|"usageMetadata"\s*:'
-                          rb'|"event_type"\s*:\s*"interaction\.|"object"\s*:\s*"interaction"')),
-)
+# Frame shapes only one provider writes (``Provider.signature``); the one found first in the
+# file wins.
+_SIGNATURES = tuple((p.name, p.signature) for p in registry.providers())
 HEAD = 64 * 1024
 
 

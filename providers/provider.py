@@ -8,7 +8,8 @@ What a provider provides:
 
 * its names: ``name`` (what payloads and ``agent.model`` store), ``label`` (what a person
   reads), ``package`` (the producer of the vocabulary its adapters register);
-* the response side: ``parser`` / ``parse`` / ``decode`` / ``formats`` (``providers.protocol``);
+* the response side: ``parser`` / ``parse`` / ``decode`` / ``formats`` (``providers.protocol``),
+  and ``signature``: frame shapes only its wire has (how a recording file is told apart);
 * the request side: ``build_request`` / ``build_continuation`` (``providers.requests``: the
   next request from stored turns) and ``read_request`` (what a proxied request body holds:
   ``providers.proxied``; ``endpoint`` is the proxy's name for the API it was sent to,
@@ -28,6 +29,7 @@ What a provider provides:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
@@ -51,6 +53,7 @@ class Provider(Protocol):
     models: tuple[str, ...]
     model_refused: str
     stand_in: StandIn
+    signature: re.Pattern[bytes]
 
     # -- responses ---------------------------------------------------------------------------
 

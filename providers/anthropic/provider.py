@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,6 +37,10 @@ class Anthropic:
     models: tuple[str, ...] = ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")
     model_refused = "?#"
     stand_in: StandIn = AnthropicStandIn()
+    # Frame shapes only Anthropic writes (how a recording file is told apart).
+    signature = re.compile(
+        rb'"type"\s*:\s*"(?:message_start|content_block_start|content_block_delta)"'
+        rb'|event:\s*message_start|"stop_reason"\s*:|"model"\s*:\s*"claude')
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

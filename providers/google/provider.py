@@ -39,6 +39,9 @@ class Google:
     models: tuple[str, ...] = ("gemini-2.5-flash", "gemini-2.5-pro")
     model_refused = "/?#"  # the model is a URL path segment (``models/<m>:generateContent``)
     stand_in: StandIn = GoogleStandIn()
+    # Frame shapes only Gemini writes (how a recording file is told apart).
+    signature = re.compile(rb'"candidates"\s*:|"modelVersion"\s*:|"usageMetadata"\s*:'
+                           rb'|"event_type"\s*:\s*"interaction\.|"object"\s*:\s*"interaction"')
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

@@ -4,6 +4,7 @@ upstreams) speak this provider's wire."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -32,6 +33,10 @@ class OpenAI:
     models: tuple[str, ...] = ("gpt-5-mini", "gpt-5", "gpt-4.1")
     model_refused = "?#"
     stand_in: StandIn = OpenAIStandIn()
+    # Frame shapes only OpenAI's wire has (how a recording file is told apart).
+    signature = re.compile(
+        rb'"type"\s*:\s*"response\.|"object"\s*:\s*"(?:response|chat\.completion)'
+        rb'|event:\s*response\.|"choices"\s*:')
 
     def parser(self, context: WireContext, kind: WireKind, first: Row) -> ResponseParser:
         return parser(context, kind, first)

@@ -27,9 +27,6 @@ EXCEPTIONS: dict[str, tuple[int, str]] = {
     "importers/chatgpt.py": (1, "a ChatGPT export is OpenAI's product: its turns were served "
                              "by OpenAI"),
     "importers/claude_ai.py": (1, "a claude.ai export is Anthropic's product"),
-    "importers/detect.py": (3, "names for a person of each kind of recording an upload may be"),
-    "importers/recording.py": (3, "what a bare recording file's bytes look like per provider "
-                               "(sniffing before any adapter is chosen)"),
     "importers/vcr.py": (8, "the API hosts a VCR cassette's requests went to"),
     "live/recorded_provider.py": (4, "which bundled sample the demo's recorded provider serves "
                                   "per provider"),
