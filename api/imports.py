@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.permissions import IsAuthenticated
@@ -33,7 +33,7 @@ from api.views import CONVERSATION_ID, OBJECT_ERRORS, READ_ERRORS, ApiView, crea
 from conversations import upload_limits, uploads
 from conversations.actions.create import import_files
 from conversations.actions.ingest import ingest_response
-from conversations.ingest import ResponseFile
+from conversations.ingest import AlreadyImported, ResponseFile
 from conversations.models import Conversation
 from conversations.responses import streaming_response
 from guards.redaction import redact_text
@@ -213,10 +213,22 @@ class _IngestBase(ApiView):
         # the CSRF check reads request.POST first, which parses (and so consumes) the body.
         raw = request.data if isinstance(request.data, bytes) else b""
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)
-        summary = ingest_response(
-            provider, [ResponseFile("body", raw, context)], owner=request.user,
-            title=title, prompt=prompt, conversation=conversation,
-        )
+        # A new conversation remembers its source (the body and prompt): the same ingest sent
+        # again (a client retrying after a crash or a lost response) is reported, not stored
+        # twice, unless ``copy``.
+        copy = _flag(request.query_params.get("copy"))
+        try:
+            summary = ingest_response(
+                provider, [ResponseFile("body", raw, context)], owner=request.user,
+                title=title, prompt=prompt, conversation=conversation,
+                remember=conversation is None and not copy,
+            )
+        except AlreadyImported as already:
+            there = already.conversation
+            return Response({
+                "already_imported": True, "conversation": str(there.pk), "title": there.title,
+                "url": _conversation_url(there),
+                "detail": "You ingested this response before; copy=true stores a copy."})
         turn = summary.turn
         agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
         if turn.model_provenance:
@@ -268,11 +280,19 @@ class IngestView(_IngestBase):
         parameters=[*INGEST_PARAMETERS,
                     OpenApiParameter("Turnscope-Title", str, location=OpenApiParameter.HEADER,
                                      description="Title of the new conversation "
-                                     "(percent-encoded). ?title= is still read.")],
+                                     "(percent-encoded). ?title= is still read."),
+                    OpenApiParameter("copy", bool, default=False,
+                                     description="Store a copy of a response ingested before "
+                                     "instead of answering that it was.")],
         request=INGEST_BODY,
-        responses={201: s.IngestResultSerializer, **errors(400, 413, *READ_ERRORS)},
+        responses={201: s.IngestResultSerializer,
+                    200: OpenApiResponse(s.AlreadyIngestedSerializer,
+                                         description="Ingested before: not stored again."),
+                    **errors(400, 413, *READ_ERRORS)},
         description="Ingest a raw provider response body (SSE, JSON lines or a JSON body) as a "
-        "new conversation holding one agent turn. Credentials in it are redacted.",
+        "new conversation holding one agent turn. Credentials in it are redacted. The same "
+        "body (with the same prompt) ingested again is not stored twice: the answer is a 200 "
+        "naming the conversation it became (`copy=true` stores a copy).",
     )
     def post(self, request: Request) -> Response:
         return self.run_ingest(request, None)

@@ -311,6 +311,14 @@ class IngestResultSerializer(serializers.Serializer):
     )
 
 
+class AlreadyIngestedSerializer(serializers.Serializer):
+    already_imported = serializers.BooleanField()
+    conversation = serializers.UUIDField(help_text="The conversation it became the first time.")
+    title = serializers.CharField(allow_blank=True)
+    url = serializers.CharField()
+    detail = serializers.CharField()
+
+
 class ForkRefSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField(allow_blank=True)

@@ -34,13 +34,13 @@ def announce_turns_after(conversation: Conversation, index: int) -> None:
 
 
 def ingest_response(provider: str, files: Sequence[ingest.ResponseFile], *, owner: Any,
-                    title: str = "", prompt: str = "", conversation: Conversation | None = None
-                    ) -> ingest.IngestSummary:
+                    title: str = "", prompt: str = "", conversation: Conversation | None = None,
+                    remember: bool = False) -> ingest.IngestSummary:
     """``ingest.ingest``: a new conversation is announced to its owner's list; turns stored into
-    an existing one to its page."""
+    an existing one to its page. ``remember``: as ``ingest.ingest``'s (``AlreadyImported``)."""
     before = -1 if conversation is None else last_index(conversation)
     summary = ingest.ingest(provider, files, owner=owner, title=title, prompt=prompt,
-                            conversation=conversation)
+                            conversation=conversation, remember=remember)
     if conversation is None:
         announce_created(summary.conversation)
     else:

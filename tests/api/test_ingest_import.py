@@ -158,3 +158,29 @@ def test_import_too_large_is_413(alice_api, settings):
     response = alice_api.generic("POST", "/api/v1/conversations/import", b" " * 101,
                                  content_type="application/json")
     assert response.status_code == 413
+
+
+def test_the_same_ingest_sent_again_is_not_stored_twice(alice, alice_api, bob_api):
+    """A client that retries an ingest (its first answer lost when the server died) gets the
+    conversation it already has; copy=true stores a copy; another owner's is their own."""
+    first = post_ingest(alice_api, anthropic_body(), "provider=anthropic&prompt=Find+the+news")
+    assert first.status_code == 201, first.content
+    before = row_counts()
+    again = post_ingest(alice_api, anthropic_body(), "provider=anthropic&prompt=Find+the+news")
+    assert again.status_code == 200, again.content
+    body = again.json()
+    assert body["already_imported"] is True
+    assert body["conversation"] == first.json()["conversation"]
+    assert body["url"] == f"/api/v1/conversations/{body['conversation']}"
+    assert row_counts() == before  # nothing stored
+    # another prompt is another source
+    other = post_ingest(alice_api, anthropic_body(), "provider=anthropic&prompt=Other")
+    assert other.status_code == 201
+    copied = post_ingest(alice_api, anthropic_body(),
+                         "provider=anthropic&prompt=Find+the+news&copy=true")
+    assert copied.status_code == 201
+    assert copied.json()["conversation"] != first.json()["conversation"]
+    assert post_ingest(bob_api, anthropic_body(),
+                       "provider=anthropic&prompt=Find+the+news").status_code == 201
+    assert post_ingest(alice_api, anthropic_body(),
+                       "provider=anthropic&copy=maybe").status_code == 400
