@@ -25,6 +25,7 @@ the bundled samples there), and is otherwise disabled with the reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import logging
@@ -45,7 +46,7 @@ from conversations.actions.create import fork_conversation
 from conversations.actions.rename import rename_conversation
 from conversations.models import Conversation, Event, Turn
 from guards import redaction
-from live import admission, services, tasks, turn_writes
+from live import admission, call_capture, services, tasks, transient, turn_writes
 from live import runner as live_runner
 from providers import registry
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
@@ -276,10 +277,11 @@ class LiveTurn:
 # -- actions -----------------------------------------------------------------------------------
 
 
-def _open(conversation: Conversation, ask: Ask, recorded: bool
+def _open(conversation: Conversation, ask: Ask, recorded: bool, exchange: str
           ) -> tuple[Conversation, list[tuple[Turn, list[Event]]], UpstreamRequest]:
     """Under the conversation's row lock: refuse while a turn streams, build the request from
-    the stored turns, then store the user turn and open the agent turn (one transaction)."""
+    the stored turns, then store the user turn and open the agent turn bound to the captured
+    ``exchange`` its first response will be (one transaction)."""
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
         if locked.turns.filter(status=Turn.Status.STREAMING).exists():
@@ -297,7 +299,8 @@ def _open(conversation: Conversation, ask: Ask, recorded: bool
             # An untitled conversation is titled from its first prompt, as the proxy does.
             rename_conversation(locked, ingest.title_for(ask.prompt, [], EventBuilder()))
         opened = turn_writes.open_turns(locked, ask.prompt, None,
-                                        agent_id=RECORDED_AGENT if recorded else None)
+                                        agent_id=RECORDED_AGENT if recorded else None,
+                                        exchange=exchange)
         # who was asked, for the page of a turn that fails before a response names its model
         agent = opened[-1][0]
         agent.asked = f"{ask.provider} · {ask.model}"[:300]
@@ -320,9 +323,11 @@ async def start_turn(conversation: Conversation, ask: Ask, *, admitted: bool = F
     found = check_ask(ask)
     if not admitted:
         await _admit(conversation.owner_id)
-    locked, opened, request = await sync_to_async(_open)(conversation, ask, found.recorded)
+    xid = call_capture.new_id()
+    locked, opened, request = await sync_to_async(_open)(conversation, ask, found.recorded, xid)
     turn = opened[-1][0]
-    call = _Call(locked, turn, ask, found, request)
+    call = _Call(locked, turn, ask, found, request,
+                 call_capture.CallCapture(turn, locked.pk, locked.owner_id, xid))
     _spawn(call.drive(opened), turn)
     log.info("live call: %s %s into turn %s%s", ask.provider, ask.model, turn.pk,
              " (recorded provider)" if found.recorded else "")
@@ -435,8 +440,9 @@ class _Call:
     """One live agent turn: its requests, in order, and the runner they stream into."""
 
     def __init__(self, conversation: Conversation, turn: Turn, ask: Ask, route: Route,
-                 request: UpstreamRequest) -> None:
+                 request: UpstreamRequest, capture: call_capture.CallCapture) -> None:
         self.conversation = conversation
+        self.capture = capture  # each response in the capture log before the runner reads it
         self.turn = turn
         self.ask = ask
         self.route = route
@@ -448,19 +454,32 @@ class _Call:
         me = asyncio.current_task()
         watch = asyncio.ensure_future(self._watch_stop(me))
         try:
-            return await self.runner.run(self._responses(), opened=opened)
+            turn = await self.runner.run(self._responses(), opened=opened)
+            await self.capture.recorded()
+            return turn
         except asyncio.CancelledError:
-            raise  # the runner recorded the interruption
+            # the runner recorded the interruption (or, when it could not, the log will)
+            await asyncio.shield(self.capture.recorded())
+            raise
+        except transient.TRANSIENT as exc:
+            # The database stayed away past the runner's retries: the turn is recorded from
+            # the capture log (retried until the database is back), every byte received kept.
+            log.error("live call into turn %s: the database is away (%s); recording it from the "
+                      "capture log", self.turn.pk, type(exc).__name__)
+            await self.capture.recorded()
+            return self.turn
         except Exception as exc:
             log.error("live call into turn %s failed (%s)", self.turn.pk, type(exc).__name__,
                       exc_info=True)
             await live_runner.record_failure(
                 self.turn, "live_call_failed",
                 f"Turnscope could not complete this call ({type(exc).__name__}).")
+            await self.capture.recorded()
             return self.turn
         finally:
             watch.cancel()
-            await sync_to_async(cache.delete)(tasks.stop_key(self.turn.pk))
+            with contextlib.suppress(Exception):
+                await sync_to_async(cache.delete)(tasks.stop_key(self.turn.pk))
 
     async def _watch_stop(self, task: asyncio.Task[Any] | None) -> None:
         """A stop asked for in another process (``stop``'s cache flag) cancels this task."""
@@ -506,38 +525,52 @@ class _Call:
             return
         provider = self.route.wire
         target = self.route.url(request)
+        context = request.wire_context(target)
+        if self.route.service is not None:  # the turn is the service's (providers.served)
+            context = dataclasses.replace(context, served_by=self.route.provider)
+        content = request.content()
+        captured = self.capture
+        await captured.open(provider, request.path, target, content, context.api_version,
+                            context.served_by)
         try:
-            response = await client.send(request.method, target,
-                                         headers=self.route.headers(request),
-                                         content=request.content())
-        except httpx.TimeoutException:
-            async for part in _failure("upstream_timeout",
-                                       "The provider did not answer in time."):
-                yield part
-            return
-        except httpx.HTTPError as exc:
-            async for part in _failure("upstream_unreachable", "Turnscope could not reach the "
-                                       f"provider ({type(exc).__name__})."):
-                yield part
-            return
-        try:
-            if response.status_code >= 300:
-                raw = await _read_some(response, MAX_ERROR_BODY)
-                code, message = errors.read(provider, response.status_code, raw)
-                yield parts.StreamError(code, f"HTTP {response.status_code}: {message}")
-                yield parts.ResponseEnd("error")
-                return
-            context = request.wire_context(target)
-            if self.route.service is not None:  # the turn is the service's (providers.served)
-                context = dataclasses.replace(context, served_by=self.route.provider)
-            parser = providers.stream_parser(provider, context)
-            async for data in _redacted_lines(response):
-                for part in parser.feed(data):
+            try:
+                response = await client.send(request.method, target,
+                                             headers=self.route.headers(request),
+                                             content=content)
+            except httpx.TimeoutException:
+                failure = ("upstream_timeout", "The provider did not answer in time.")
+                await captured.end("failed", failure)
+                async for part in _failure(*failure):
                     yield part
-            for part in parser.close():
-                yield part
+                return
+            except httpx.HTTPError as exc:
+                failure = ("upstream_unreachable", "Turnscope could not reach the provider "
+                           f"({type(exc).__name__}).")
+                await captured.end("failed", failure)
+                async for part in _failure(*failure):
+                    yield part
+                return
+            try:
+                await captured.respond(response.status_code)
+                if response.status_code >= 300:
+                    raw = await _read_some(response, MAX_ERROR_BODY)
+                    await captured.chunk(raw)
+                    await captured.end("complete")
+                    code, message = errors.read(provider, response.status_code, raw)
+                    yield parts.StreamError(code, f"HTTP {response.status_code}: {message}")
+                    yield parts.ResponseEnd("error")
+                    return
+                parser = providers.stream_parser(provider, context)
+                async for data in _redacted_lines(response, captured):
+                    for part in parser.feed(data):
+                        yield part
+                for part in parser.close():
+                    yield part
+            finally:
+                await asyncio.shield(response.aclose())
         finally:
-            await asyncio.shield(response.aclose())
+            if captured.current is not None:  # stopped before the response was over
+                await asyncio.shield(captured.end("gone"))
 
 
 async def _failure(code: str, message: str) -> AsyncIterator[parts.Part]:
@@ -557,15 +590,21 @@ async def _read_some(response: httpx.Response, limit: int) -> bytes:
     return bytes(raw[:limit])
 
 
-async def _redacted_lines(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it arrives, a whole line at a time, redacted (a credential never spans
-    lines). A connection that breaks off ends it: the parser sees a cut stream."""
+async def _redacted_lines(response: httpx.Response, captured: call_capture.CallCapture
+                          ) -> AsyncIterator[bytes]:
+    """The body as it arrives, each piece in the capture log first, then a whole line at a
+    time, redacted (a credential never spans lines). A connection that breaks off ends it: the
+    parser sees a cut stream."""
     lines = redaction.WireLines()
+    state = "complete"
     try:
         async for chunk in response.aiter_bytes():
+            await captured.chunk(chunk)
             if data := lines.feed(chunk):
                 yield data
     except httpx.HTTPError as exc:
         log.warning("live call: the provider stopped mid-response (%s)", type(exc).__name__)
+        state = "cut"
+    await captured.end(state)
     if rest := lines.close():
         yield rest

@@ -421,6 +421,23 @@ def get_log() -> CaptureLog:
         return found
 
 
+# Exchanges a runner of this process records as they arrive (a live call's): the log's recording
+# leaves them alone until they are released.
+_held: set[str] = set()
+
+
+def hold(*xids: str) -> None:
+    _held.update(xids)
+
+
+def release(*xids: str) -> None:
+    _held.difference_update(xids)
+
+
+def held() -> frozenset[str]:
+    return frozenset(_held)
+
+
 def mark_recorded(xid: str, turn: Any = None, note: str = "") -> None:
     """From a thread: ``xid`` is recorded (into ``turn``); its bytes go."""
     get_log().write("recorded", xid, str(turn) if turn else None, note or None)

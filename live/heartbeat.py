@@ -4,13 +4,18 @@ the Stop asked for in another process, read between beats."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from django.core.cache import caches
+from django.db import close_old_connections
 
 from conversations import streaming
-from live import recovery, tasks, turn_writes
+from live import recovery, tasks, transient, turn_writes
 from live.loop_io import db, to_cache
+
+
+log = logging.getLogger("turnscope.live")
 
 
 class Heartbeat:
@@ -39,7 +44,12 @@ class Heartbeat:
         while True:
             await asyncio.sleep(streaming.HEARTBEAT_EVERY)
             async with self._lock:
-                await self.beat()
+                try:
+                    await self.beat()
+                except transient.TRANSIENT as exc:  # the database is away: beat again later
+                    log.warning("turn %s: could not beat (%s)", self.turn_id,
+                                type(exc).__name__)
+                    await db(close_old_connections)()
             # A Stop asked for in another process (a live replay's, or a live call's) is a
             # flag in the cache: the task that drives the turn here is cancelled.
             if await db(caches["default"].get)(tasks.stop_key(self.turn_id)):

@@ -46,7 +46,7 @@ from conversations.limits import turn_limits
 from conversations.models import Conversation, Event, Turn
 from conversations.rendering import live as live_text
 from guards import redaction
-from live import protocol, publish, sources, tasks, turn_messages, turn_writes
+from live import protocol, publish, sources, tasks, transient, turn_messages, turn_writes
 from live.heartbeat import Heartbeat
 from live.loop_io import db, off_loop, to_cache
 from streams import parts
@@ -57,8 +57,16 @@ log = logging.getLogger("turnscope.live")
 
 COALESCE_SECONDS = 0.05
 
+_write_now = db(turn_writes.write)
+
+
 # Through a name of this module: a test slows the store down here (tests/live/test_runner.py).
-_write_db = db(turn_writes.write)
+async def _write_db(turn: Turn, records: list[EventRecord], model: tuple[str, str] | None,
+                    finish: dict[str, Any] | None) -> list[Event]:
+    """``turn_writes.write`` in the database thread, retried while the database is away
+    (``live.transient``): the turn's source waits meanwhile, nothing of it is dropped."""
+    return await transient.retrying(_write_now, turn, records, model, finish,
+                                    what=f"turn {turn.pk}")
 
 
 async def _steps(

@@ -262,11 +262,11 @@ class Hub:
     async def fill(self) -> None:
         while (free := slots() - len(self.busy)) > 0:
             waiting = await _off_loop(lambda: self.log.pending(
-                instance=self.instance, exclude=set(self.busy), limit=free))
+                instance=self.instance, exclude=self.busy | capture.held(), limit=free))
             if not waiting:
                 return
             for exchange in waiting:
-                if exchange.id in self.busy:
+                if exchange.id in self.busy or exchange.id in capture.held():
                     continue
                 if exchange.id in self.forwarding:
                     self._start_live(exchange.id, self.known.pop(exchange.id, None), None)

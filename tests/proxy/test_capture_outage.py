@@ -2,7 +2,8 @@
 private cluster (``tests.pgcluster``), apps streaming through its proxy, the cluster stopped for
 about 10 s and started again — every app gets its whole response, every turn is recorded
 complete after the database is back, holding every character, with its wire recording; and the
-first request after the restart is served (no stale connection's 503)."""
+first request after the restart is served (no stale connection's 503). A live call streaming
+through the same outage is recorded whole too (its runner's writes wait for the database)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import threading
 import time
 
+import httpx
 import orjson
 import pytest
 
@@ -53,17 +55,27 @@ def _turns(url: str) -> dict[str, tuple[str, str, list[dict]]]:
 
 def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
     with pgcluster.cluster() as pg, _upstream() as (upstream, upstream_url):
-        upstream.add(*[reply("anthropic", TIDES, pace=PACE)] * STREAMS)
+        upstream.add(*[reply("anthropic", TIDES, pace=PACE)] * (STREAMS + 1))
         upstream.add(reply("anthropic", TIDES, pace=0.001))
         env = _env(tmp_path, upstream_url)
         env["DATABASE_URL"] = database = pg.create("turnscope")
+        env["ANTHROPIC_API_KEY"] = "sk-ant-api03-" + "k" * 40
         _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "shell", "-c", "from django.contrib.auth.models import User; "
-                "User.objects.create_user('ana', password='a-long-password-1')")
+        key = _manage(env, "shell", "-c", "from django.contrib.auth.models import User; "
+                      "from rest_framework.authtoken.models import Token; "
+                      "u = User.objects.create_user('ana', password='a-long-password-1'); "
+                      "print(Token.objects.create(user=u).key)").strip().splitlines()[-1]
         token = _manage(env, "create_token", "ana").strip().splitlines()[-1]
         log = tmp_path / "serve.log"
         server = Server(env, log)
         try:
+            with httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
+                              headers={"Authorization": f"Token {key}"}) as api:
+                live = api.post("/conversations", json={"title": "Live"}).json()["id"]
+                sent = api.post(f"/conversations/{live}/turns", json={
+                    "prompt": "Tides live?", "provider": "anthropic",
+                    "model": "claude-sonnet-4-5", "web_search": False})
+                assert sent.status_code == 202, sent.text
             got: dict[int, bytes] = {}
             errors: dict[int, str] = {}
             clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
@@ -89,7 +101,7 @@ def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
             back = time.monotonic()
             while True:
                 turns = _turns(database)
-                if len(turns) == STREAMS + 1 and all(t[0] != "streaming"
+                if len(turns) == STREAMS + 2 and all(t[0] != "streaming"
                                                      for t in turns.values()):
                     break
                 assert time.monotonic() - back < 60, (
@@ -105,3 +117,5 @@ def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
         assert status == "complete", (n, status)
         assert text == whole, n  # 0 characters lost
         assert [r["raw"] for r in recording] == [TIDES.decode()], n
+    status, text, _ = turns["Tides live?"]
+    assert (status, text) == ("complete", whole)
