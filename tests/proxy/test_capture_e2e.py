@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 TIDES = bundled.sample("anthropic-tides").responses[0].raw.encode()
 STREAMS = 20
+IN_FLIGHT = 4096  # bytes: the most one forwarded read of the sample's paced events holds
 
 
 def _env(tmp_path: Path, upstream: str) -> dict[str, str]:
@@ -57,7 +58,9 @@ class Server:
             [sys.executable, str(REPO / "manage.py"), "serve", "--port", str(self.port)],
             cwd=REPO, env=env, stdout=self.out, stderr=subprocess.STDOUT)
         self.log = log
-        deadline = time.monotonic() + 30
+        # A start on a machine shared with the rest of the suite can take a while: this waits
+        # for it, nothing here is timed.
+        deadline = time.monotonic() + 120
         while True:
             with contextlib.suppress(httpx.HTTPError):
                 httpx.get(f"{self.url}/accounts/login/", timeout=1)
@@ -177,8 +180,13 @@ def test_a_server_stopped_mid_stream_loses_nothing_the_apps_received(tmp_path, s
     for n in range(STREAMS):
         status, text, recording = turns[f"Tides {n}?"]
         assert status == "interrupted", n
-        assert text == _text(got[n]) and text, n  # what the app received, not a character less
-        assert [r["raw"] for r in recording] == [got[n].decode()], n  # the wire recording
+        # Every byte the app received, not a character less. A chunk is committed to the log
+        # before it is forwarded, so the one in flight when the process died may be recorded
+        # though the app never got it (a loaded machine widens that moment): the turn may hold
+        # that one chunk more, never less.
+        [raw] = [r["raw"] for r in recording]  # the wire recording
+        assert raw.startswith(got[n].decode()) and len(raw) - len(got[n]) <= IN_FLIGHT, n
+        assert text.startswith(_text(got[n])) and text == _text(raw.encode()) and text, n
 
 
 def test_a_stream_the_provider_cuts_is_cut_for_the_app_too(tmp_path):
