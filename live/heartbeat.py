@@ -14,7 +14,6 @@ from conversations import streaming
 from live import recovery, tasks, transient, turn_writes
 from live.loop_io import db, to_cache
 
-
 log = logging.getLogger("turnscope.live")
 
 
