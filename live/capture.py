@@ -225,9 +225,16 @@ class CaptureLog:
         return self._submit(("chunk", xid, n, data))
 
     def end(self, xid: str, state: str, failure: tuple[str, str] | None = None,
-            status: int | None = None) -> asyncio.Future[None]:
+            status: int | None = None, forwarded: int | None = None) -> asyncio.Future[None]:
+        """How the response ended; ``forwarded``: how many of its chunks went on to the app.
+        A chunk committed but never forwarded (its forwarder was cancelled between the commit
+        and the send: a server stopping) is dropped, so the log holds what the app got."""
         return self._submit(("end", xid, state, orjson.dumps(failure).decode()
-                             if failure else None, status))
+                             if failure else None, status, forwarded))
+
+    async def settled(self) -> None:
+        """Done once everything submitted before it is committed (or has failed)."""
+        await self._submit(("settled",))
 
     def _write_forever(self) -> None:
         db = _connect(self.path)
@@ -351,10 +358,19 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
         db.execute("UPDATE exchanges SET chunks = MAX(chunks, ?), bytes = bytes + ? "
                    "WHERE id = ?", (n + 1, len(data), xid))
     elif kind == "end":
-        _, xid, state, failure, status = op
-        db.execute("UPDATE exchanges SET state = ?, failure = COALESCE(?, failure), "
-                   "status = COALESCE(?, status), ended = ? WHERE id = ? AND state = 'open'",
-                   (state, failure, status, time.time(), xid))
+        _, xid, state, failure, status, *rest = op
+        forwarded = rest[0] if rest else None
+        ending = db.execute(
+            "UPDATE exchanges SET state = ?, failure = COALESCE(?, failure), "
+            "status = COALESCE(?, status), ended = ? WHERE id = ? AND state = 'open'",
+            (state, failure, status, time.time(), xid)).rowcount
+        if ending and forwarded is not None:
+            db.execute("DELETE FROM chunks WHERE exchange = ? AND n >= ?", (xid, forwarded))
+            db.execute("UPDATE exchanges SET chunks = MIN(chunks, ?), bytes = (SELECT "
+                       "COALESCE(SUM(LENGTH(data)), 0) FROM chunks WHERE exchange = ?) "
+                       "WHERE id = ?", (forwarded, xid, xid))
+    elif kind == "settled":
+        pass
     elif kind == "recorded":
         _, xid, turn, note = op
         db.execute("UPDATE exchanges SET recorded = ?, turn = COALESCE(?, turn), note = ?, "

@@ -62,6 +62,34 @@ async def stop_live_tasks(timeout: float = 5.0) -> None:
         log.warning("could not give up this server's lease", exc_info=True)
 
 
+async def _stop(server: Any, timeout: float = 5.0) -> None:
+    """A stopping server's last steps: its turns interrupted (``stop_live_tasks``), its
+    requests' applications over (daphne cancels them: a proxied response ends at the last chunk
+    it forwarded), what they told the capture log committed, and then what was written to each
+    connection flushed before it closes. Otherwise the reactor's shutdown drops the writes still
+    buffered in the process: an app would miss the end of what the log holds as forwarded."""
+    await stop_live_tasks(timeout)
+    running = [details["application_instance"] for details in list(server.connections.values())
+               if details.get("application_instance") is not None
+               and not details["application_instance"].done()]
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+    from live import capture
+
+    try:
+        await asyncio.wait_for(capture.get_log().settled(), timeout)
+    except Exception:  # the log's own failure is logged by its writer; the next start reads it
+        log.warning("the capture log did not settle before the server stopped", exc_info=True)
+    transports = [t for t in (getattr(p, "transport", None) for p in list(server.connections))
+                  if t is not None]
+    for transport in transports:
+        transport.loseConnection()  # after what is buffered is written (abort would drop it)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (any(getattr(t, "connected", False) for t in transports)
+           and asyncio.get_running_loop().time() < deadline):
+        await asyncio.sleep(0.02)
+
+
 def serve(
     host: str,
     port: int,
@@ -92,7 +120,7 @@ def serve(
             loop.call_soon(lambda: tasks.spawn(on_ready(), name="demo"))
         reactor.addSystemEventTrigger(
             "before", "shutdown",
-            lambda: defer.Deferred.fromFuture(loop.create_task(stop_live_tasks())),
+            lambda: defer.Deferred.fromFuture(loop.create_task(_stop(server))),
         )
 
     if proxy_headers:

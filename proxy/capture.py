@@ -129,7 +129,7 @@ class Capture:
             return
         self._done = True
         self.feed.total = self.feed.offered  # what went to the app (a cancelled append did not)
-        _quiet(self.hub.log.end(self.xid, state), self)
+        _quiet(self.hub.log.end(self.xid, state, forwarded=self.feed.offered), self)
         self.feed.started.set()
         self.feed.ended.set()
         self.feed.wake.set()

@@ -71,6 +71,27 @@ def test_a_missing_chunk_is_an_error_not_a_shorter_response(log_, owner):
         list(log_.all_chunks(exchange.id))
 
 
+def test_an_exchange_ends_with_the_chunks_its_app_got(log_, owner):
+    """A chunk committed but never forwarded (the server stopped between the commit and the
+    send) is not the app's: the end says how many went on, and the log keeps those."""
+    chunks = _split(TIDES)
+
+    async def go() -> str:
+        xid = await log_.open("proxy", {"user": owner.pk, "provider": "anthropic"}, BODY,
+                              instance="test")
+        await asyncio.gather(*[log_.append(xid, n, c) for n, c in enumerate(chunks[:6])])
+        await log_.end(xid, "gone", forwarded=5)
+        await log_.end(xid, "complete", forwarded=6)  # an exchange ends once
+        await log_.settled()
+        return xid
+
+    exchange = log_.get(asyncio.run(go()))
+    assert exchange is not None
+    assert (exchange.state, exchange.chunks, exchange.bytes) == (
+        "gone", 5, sum(map(len, chunks[:5])))
+    assert list(log_.all_chunks(exchange.id)) == chunks[:5]
+
+
 def _record(log_: capture.CaptureLog, exchange: capture.Exchange) -> Turn | None:
     hub = Hub.__new__(Hub)
     hub.log = log_
