@@ -189,13 +189,12 @@ def _with_models(qs: QuerySet[SourceUse], column: str, rows: list[dict[str, Any]
 
 
 def _with_titles(qs: QuerySet[SourceUse], rows: list[dict[str, Any]]) -> None:
+    """A URL's title (one its turns gave it), host and domain: one row per URL."""
     hashes = {key_hash(row["name"]): row for row in rows}
-    for digest, title, host, site in (qs.filter(key_hash__in=list(hashes))
-                                      .exclude(title="").values_list("key_hash", "title",
-                                                                     "host", "site")):
-        row = hashes[digest]
-        row.setdefault("title", title)
-        row["host"], row["site"] = host, site
+    found = (qs.filter(key_hash__in=list(hashes)).values("key_hash")
+             .annotate(t=Max("title"), h=Max("host"), s=Max("site")))
+    for v in found:
+        hashes[v["key_hash"]].update(title=v["t"], host=v["h"], site=v["s"])
     for row in rows:
         row.setdefault("title", "")
         row.setdefault("host", "")
