@@ -170,9 +170,35 @@ def _sql(alias: str) -> tuple[str, str, str, str]:
     return upsert, search, provenance, search_provenance
 
 
+_ROWS_PER_STATEMENT = 500  # 12 parameters a row: well within SQLite's limit
+
+
+@lru_cache(maxsize=8)
+def _many_sql(alias: str, count: int) -> str:
+    """SQLite: the upsert of ``count`` rows in one statement (a statement a row was most of
+    what keeping these rows cost a bulk ingest: bench.sources --ingest)."""
+    connection = connections[alias]
+    q = connection.ops.quote_name
+    turns = q(Turn._meta.db_table)
+    upsert = _sql(alias)[0]
+    columns = upsert[:upsert.index(" SELECT ")]
+    conflict = upsert[upsert.index(" ON CONFLICT "):]
+    values = ", ".join(["(" + ", ".join(["%s"] * 12) + ")"] * count)
+    picked = ", ".join(f"v.column{n}" for n in range(1, 12))
+    return (f"{columns} SELECT t.{q('id')}, t.{q('conversation_id')}, t.{q('provider')}, "
+            f"t.{q('model')}, t.{q('created_at')}, {picked} FROM (VALUES {values}) v "
+            f"JOIN {turns} t ON t.{q('id')} = v.column12 WHERE true{conflict}")
+
+
 def write(cursor: Any, connection: Any, pending: Pending) -> None:
     """Add ``pending``'s counts to the rows (after the write's turns are inserted)."""
-    if pending.uses:
+    if pending.uses and connection.vendor == "sqlite":
+        rows = pending.rows()
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+            chunk = rows[start:start + _ROWS_PER_STATEMENT]
+            cursor.execute(_many_sql(connection.alias, len(chunk)),
+                           [value for row in chunk for value in row])
+    elif pending.uses:
         cursor.executemany(_sql(connection.alias)[0], pending.rows())
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],

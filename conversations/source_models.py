@@ -40,9 +40,11 @@ class SourceUse(models.Model):
             models.UniqueConstraint(fields=["turn", "key_hash"], name="source_use_unique"),
         ]
         indexes = [
+            # A conversation's rows (its delete, the list's search as a filter), a domain's and
+            # a URL's (their citing turns). No index for the provider, model and date
+            # filters: the tables aggregate every row of what a user sees either way, and each
+            # index is one more B-tree for every source a write adds (bench.sources --ingest).
             models.Index(fields=["conversation"], name="source_use_conversation"),
-            models.Index(fields=["created_at"], name="source_use_created"),
-            models.Index(fields=["provider", "model", "created_at"], name="source_use_served"),
             models.Index(fields=["site", "created_at"], name="source_use_site"),
             models.Index(fields=["key_hash", "created_at"], name="source_use_key"),
         ]
@@ -71,7 +73,6 @@ class SearchUse(models.Model):
         ]
         indexes = [
             models.Index(fields=["conversation"], name="search_use_conversation"),
-            models.Index(fields=["provider", "model", "created_at"], name="search_use_served"),
         ]
 
     def __str__(self) -> str:
