@@ -13,12 +13,19 @@ one that waited for a slot, one whose live recording broke off (the database wen
 stopped process left in the log — is recorded from the log once it has ended
 (``proxy.catchup``). So memory holds the slots' windows, whatever the load; the backlog is the
 log's.
+
+A live recording holds its slot for as long as its stream lasts (seconds, under load), a
+recording from the log for one transaction. So at most half the slots record live, and while
+exchanges wait in the log a new one does not jump the queue with a live recording: the oldest
+are recorded first. (With every slot live, 50 busy clients got about 2 recordings a second and
+the backlog grew for as long as the load lasted: ``bench.capture``.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import weakref
 from collections import deque
@@ -41,6 +48,11 @@ _off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 def slots() -> int:
     return max(1, int(getattr(settings, "TURNSCOPE_RECORDING_SLOTS", 16)))
+
+
+def live_slots() -> int:
+    """How many of the slots may record live at once (the rest record from the log)."""
+    return max(1, slots() // 2)
 
 
 @dataclass
@@ -179,6 +191,8 @@ class Hub:
         self.feeds: dict[str, Feed] = {}
         self.known: dict[str, Known] = {}
         self.busy: set[str] = set()  # being recorded here (live or from the log)
+        self.live: set[str] = set()  # those of them recorded live
+        self.backlog = False  # exchanges of this process wait in the log for a slot
         self.forwarding: set[str] = set()
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -204,7 +218,7 @@ class Hub:
         self.forwarding.add(xid)
         handle = Capture(self, xid, opened)
         known = Known(user, endpoint, body, url, api_version, conversation)
-        if len(self.busy) < slots():
+        if not self.backlog and len(self.busy) < slots() and len(self.live) < live_slots():
             self._start_live(xid, known, opened)
         else:
             self.known[xid] = known  # small: recorded from the log when a slot frees
@@ -223,6 +237,7 @@ class Hub:
         from proxy.recorder import Recorder
 
         self.busy.add(xid)
+        self.live.add(xid)
         feed = self.feed(xid)
         feed.attached = True
         recorder = Recorder(self, xid, feed, known, opened)
@@ -238,6 +253,7 @@ class Hub:
 
     def _done(self, xid: str) -> None:
         self.busy.discard(xid)
+        self.live.discard(xid)
         if xid not in self.forwarding:
             self.feeds.pop(xid, None)
         self.wake.set()
@@ -260,18 +276,28 @@ class Hub:
                 log.warning("capture: could not read the log", exc_info=True)
 
     async def fill(self) -> None:
+        """The oldest exchanges of this process waiting in the log get the free slots (one
+        still being forwarded only while a live slot is free: else it waits for its end)."""
         while (free := slots() - len(self.busy)) > 0:
-            waiting = await _off_loop(lambda: self.log.pending(
-                instance=self.instance, exclude=self.busy | capture.held(), limit=free))
-            if not waiting:
-                return
+            skip = self.busy | capture.held()
+            if len(self.live) >= live_slots():
+                skip |= self.forwarding
+            waiting = await _off_loop(functools.partial(
+                self.log.pending, instance=self.instance, exclude=skip, limit=free))
+            self.backlog = len(waiting) >= free  # maybe more behind these
+            started = 0
             for exchange in waiting:
                 if exchange.id in self.busy or exchange.id in capture.held():
                     continue
                 if exchange.id in self.forwarding:
+                    if len(self.live) >= live_slots():
+                        continue
                     self._start_live(exchange.id, self.known.pop(exchange.id, None), None)
                 else:
                     self._start_from_log(exchange)
+                started += 1
+            if not started:
+                return
 
     def take_over(self, exchanges: list[capture.Exchange]) -> None:
         """Exchanges this process now owns (a gone process left them): recorded as slots

@@ -312,3 +312,52 @@ def test_streams_in_parallel_are_recorded_separately(upstream, proxy_url, token)
     assert Conversation.objects.count() == 4
     assert set(Turn.objects.filter(role="agent").values_list("status", flat=True)) == {
         "complete"}
+
+
+def test_at_most_half_the_slots_record_live_and_the_rest_from_the_log(
+        upstream, proxy_url, token, settings, monkeypatch):
+    """A live recording holds its slot as long as its stream lasts: with 2 slots one records
+    live, and the other streams, waiting for a slot, are recorded from the log once they end
+    (each whole, as the live one is)."""
+    from proxy.capture import Hub
+
+    settings.TURNSCOPE_RECORDING_SLOTS = 2
+    seen = {"live": 0, "from_log": 0}
+    start_live, start_from_log = Hub._start_live, Hub._start_from_log
+
+    def live(self, *args):
+        start_live(self, *args)
+        seen["live"] = max(seen["live"], len(self.live))
+
+    def from_log(self, *args):
+        seen["from_log"] += 1
+        start_from_log(self, *args)
+
+    monkeypatch.setattr(Hub, "_start_live", live)
+    monkeypatch.setattr(Hub, "_start_from_log", from_log)
+    served = reply("anthropic", TIDES, pace=0.005)
+    upstream.add(*[served] * 6)
+    results: list = []
+
+    def one(n: int) -> None:
+        results.append(sdk.call(ANTHROPIC, f"{proxy_url}/proxy/anthropic",
+                                {"X-Turnscope-Token": token},
+                                messages=[{"role": "user", "content": f"Tides {n}?"}]))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [r[0] for r in results] == ["ok"] * 6
+    deadline = time.monotonic() + 30  # an exchange that ended waits up to a second for a slot
+    while Turn.objects.filter(role="agent").exclude(status="streaming").count() < 6:
+        assert time.monotonic() < deadline, "not every exchange was recorded"
+        time.sleep(0.05)
+    wait_recorded()
+    assert seen["live"] == 1 and seen["from_log"] >= 1
+    turns = Turn.objects.filter(role="agent")
+    assert turns.count() == 6 and {t.status for t in turns} == {"complete"}
+    texts = {"".join(e.text for e in t.events.order_by("seq") if e.kind == "message")
+             for t in turns}
+    assert len(texts) == 1 and texts.pop()
