@@ -65,21 +65,22 @@ def test_a_live_turn_of_a_stopped_server_keeps_every_character_received(tmp_path
                       "print(Token.objects.create(user=u).key)").strip().splitlines()[-1]
         log = tmp_path / "serve.log"
         server = Server(env, log)
-        api = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
-                           headers={"Authorization": f"Token {key}"})
-        conversation = api.post("/conversations", json={"title": "Tides"}).json()["id"]
-        sent = api.post(f"/conversations/{conversation}/turns", json={
-            "prompt": "Why are there two high tides a day?", "provider": "anthropic",
-            "model": "claude-sonnet-4-5", "web_search": False})
-        assert sent.status_code == 202, sent.text
-        turn = sent.json()["turn"]["id"]
-        deadline = time.monotonic() + 30
-        while _captured_bytes(tmp_path / "capture.sqlite3") < len(received):
-            assert time.monotonic() < deadline, "the provider's events never reached the log"
-            time.sleep(0.05)
-        time.sleep(0.3)  # the runner has read them (not needed for the log; for SIGTERM's abort)
-        server.stop(sig)
-        api.close()
+        try:
+            with httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
+                              headers={"Authorization": f"Token {key}"}) as api:
+                conversation = api.post("/conversations", json={"title": "Tides"}).json()["id"]
+                sent = api.post(f"/conversations/{conversation}/turns", json={
+                    "prompt": "Why are there two high tides a day?", "provider": "anthropic",
+                    "model": "claude-sonnet-4-5", "web_search": False})
+            assert sent.status_code == 202, sent.text
+            turn = sent.json()["turn"]["id"]
+            deadline = time.monotonic() + 30
+            while _captured_bytes(tmp_path / "capture.sqlite3") < len(received):
+                assert time.monotonic() < deadline, "the provider's events never reached the log"
+                time.sleep(0.05)
+            time.sleep(0.3)  # the runner has read them (for SIGTERM's abort; the log has them)
+        finally:
+            server.stop(sig)
 
         restarted = Server(env, log)
         started = time.monotonic()

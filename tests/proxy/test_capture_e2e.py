@@ -61,13 +61,17 @@ class Server:
         # A start on a machine shared with the rest of the suite can take a while: this waits
         # for it, nothing here is timed.
         deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{self.url}/accounts/login/", timeout=1)
-                break
-            assert self.proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "not serving:\n" + log.read_text()[-3000:]
-            time.sleep(0.1)
+        try:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    httpx.get(f"{self.url}/accounts/login/", timeout=1)
+                    break
+                assert self.proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "not serving:\n" + log.read_text()[-3000:]
+                time.sleep(0.1)
+        except BaseException:  # a server that never served is not left running
+            self.stop(signal.SIGKILL)
+            raise
 
     @property
     def url(self) -> str:
@@ -155,10 +159,13 @@ def test_a_server_stopped_mid_stream_loses_nothing_the_apps_received(tmp_path, s
         for client in clients:
             client.start()
         deadline = time.monotonic() + 30
-        while not (len(got) == STREAMS and all(b"Two bulges" in raw for raw in got.values())):
-            assert time.monotonic() < deadline, f"only {len(got)} streams under way"
-            time.sleep(0.02)
-        server.stop(sig)
+        try:
+            while not (len(got) == STREAMS
+                       and all(b"Two bulges" in raw for raw in got.values())):
+                assert time.monotonic() < deadline, f"only {len(got)} streams under way"
+                time.sleep(0.02)
+        finally:
+            server.stop(sig)
         for client in clients:
             client.join(30)
         assert len(errors) == STREAMS  # every app saw its stream break off
