@@ -128,7 +128,7 @@ def test_replay_discard_when_done_and_keep_it(alice):
     discard.mark(target.pk)
 
     async def replay():
-        await live_views._replay(source, target, speed=100.0)
+        await live_views._live_replay(source, target, speed=100.0)
 
     asyncio.run(replay())
     assert not Conversation.objects.filter(pk=target.pk).exists()
