@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -59,6 +60,28 @@ MAX_WAIT = 5.0
 OTHER_ATTEMPTS = 3  # tries for an error that is neither transient nor unreadable bytes (a bug)
 
 _db = sync_to_async  # the database thread the live runner writes from
+
+# Recordings from the log run in threads of their own, each with its own connection, a few at a
+# time: on the one database thread they queued behind each other's round trips (the thread
+# waited on PostgreSQL most of its time) and, under load, behind every live write too.
+RECORDING_THREADS = 4
+_recording_pool = ThreadPoolExecutor(max_workers=RECORDING_THREADS,
+                                     thread_name_prefix="capture-record")
+
+
+def _complete_here(log_: capture.CaptureLog, exchange: capture.Exchange, reason: str | None
+                   ) -> tuple[Turn | None, list[dict[str, Any]]]:
+    """``complete`` in a recording thread: its connection is checked first and, when the
+    database failed under it, closed here, in the thread that holds it."""
+    close_old_connections()
+    try:
+        return complete(log_, exchange, reason)
+    except BaseException:
+        close_old_connections()
+        raise
+
+
+_record_db = sync_to_async(_complete_here, thread_sensitive=False, executor=_recording_pool)
 _off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 
@@ -226,7 +249,7 @@ async def record(hub: Hub, exchange: capture.Exchange, reason: str | None = None
     others = 0
     while True:
         try:
-            turn, out = await _db(complete)(hub.log, exchange, reason)
+            turn, out = await _record_db(hub.log, exchange, reason)
             break
         except TRANSIENT as exc:
             log.warning("proxy: recording exchange %s waits for the database (%s: %s); "
