@@ -28,12 +28,13 @@ from typing import Any
 from django.db import connections, router
 from publicsuffixlist import PublicSuffixList
 
+from conversations import source_models
 from conversations.domains import host_of, reader_domain
 from conversations.models import Attribution, Event, SearchUse, SourceUse, Turn
 from streams.bodies import ActivityBody, Body, load
 
 GROUNDING_REDIRECT = "vertexaisearch.cloud.google.com"
-INTEGRITIES = ("exact", "repaired", "dropped", "no_source")
+INTEGRITIES = source_models.INTEGRITIES
 _HOST_LENGTH = SourceUse._meta.get_field("host").max_length
 _ACTIVITY_LENGTH = SearchUse._meta.get_field("activity_id").max_length
 

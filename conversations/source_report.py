@@ -24,7 +24,9 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db import connections
+from django.db.models import CharField, Count, F, Func, Max, Min, Q, QuerySet, Sum
+from django.db.models.lookups import In
 
 from conversations import search
 from conversations.models import Attribution, Conversation, SearchUse, SourceUse, Turn
@@ -90,9 +92,9 @@ def _narrowed(qs: QuerySet[Any], user: Any, f: Filters, *, served: bool = True) 
     if not getattr(user, "is_authenticated", False):
         return qs.none()
     if not user.is_staff:
-        qs = qs.filter(conversation__owner=user)
+        qs = _owned(qs, Conversation.objects.filter(owner=user))
     elif f.owner:
-        qs = qs.filter(conversation__owner__username=f.owner)
+        qs = _owned(qs, Conversation.objects.filter(owner__username=f.owner))
     if served and f.provider:
         qs = qs.filter(provider=f.provider)
     if served and f.model:
@@ -105,6 +107,19 @@ def _narrowed(qs: QuerySet[Any], user: Any, f: Filters, *, served: bool = True) 
         matches = Conversation.objects.using(qs.db).filter(search.text_matches(f.q, qs.db))
         qs = qs.filter(conversation_id__in=matches.values("pk"))
     return qs
+
+
+def _owned(qs: QuerySet[Any], conversations: QuerySet[Conversation]) -> QuerySet[Any]:
+    """``qs`` narrowed to the rows of ``conversations``. SQLite (no statistics) otherwise
+    walks the owner's conversations and looks each one's rows up in the table, row by row
+    (wide rows: the URL, the title); the unary + makes it read the covering index once and
+    test each row's conversation against the owner's set (409 -> 145 ms, 5k conversations)."""
+    ids = conversations.using(qs.db).values("pk")
+    if connections[qs.db].vendor != "sqlite":
+        return qs.filter(conversation_id__in=ids)
+    unindexed = Func(F("conversation_id"), template="+%(expressions)s",
+                     output_field=CharField())
+    return qs.filter(In(unindexed, ids))
 
 
 def uses(user: Any, f: Filters) -> QuerySet[SourceUse]:
