@@ -48,12 +48,13 @@ class SourceUse(models.Model):
             # index is one more B-tree for every source a write adds (bench.sources --ingest).
             models.Index(fields=["conversation"], name="source_use_conversation"),
             # A domain's rows in time order (its citing turns), and carrying every column the
-            # tables, the timeline and the citation profiles read, so that they are read from
-            # this index alone, never the table's wide rows (URL, title: 33 s for the
-            # unfiltered domains at 39k conversations, mostly reading them). It replaces the
-            # (site, created_at) index: one B-tree per source written, as before.
+            # tables (URLs by their hash), the timeline and the citation profiles read, so
+            # that they read this index alone, never the table's wide rows (URL, title: 33 s
+            # for the unfiltered domains at 39k conversations, mostly reading them). It
+            # replaces the (site, created_at) index: one B-tree per source written, as before.
             models.Index(fields=["site", "created_at", "host", "provider", "model",
-                                 "conversation", "turn", "cited", "consulted", *INTEGRITIES],
+                                 "conversation", "turn", "key_hash", "cited", "consulted",
+                                 *INTEGRITIES],
                          name="source_use_covering"),
             models.Index(fields=["key_hash", "created_at"], name="source_use_key"),
         ]

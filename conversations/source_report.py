@@ -168,17 +168,29 @@ def sources(user: Any, f: Filters, *, group: str = "domain", sort: str = "cited"
     qs = uses(user, f)
     if within:
         qs = qs.filter(site=within)
-    grouped = qs.values(column).annotate(**_aggregates())
+    # URLs are grouped by their hash (in the covering index; the URL is only in the table's
+    # wide rows), their URLs and titles read for the page's rows after; sorted by the URL
+    # itself, they are grouped by it.
+    hashed = column == "key" and sort != "name"
+    by = "key_hash" if hashed else column
+    grouped_qs = qs
+    if hashed and connections[qs.db].vendor == "sqlite":
+        # Else SQLite walks the (key_hash, created_at) index for the groups' order and reads
+        # each row from the table; the no-op + has it read the covering index and sort.
+        grouped_qs = qs.annotate(hash_=Func(F("key_hash"), template="+%(expressions)s",
+                                            output_field=CharField()))
+        by = "hash_"
+    grouped = grouped_qs.values(by).annotate(**_aggregates())
     total = grouped.count()
-    order = column if sort == "name" else f"n_{sort}"
-    ordering = [f"-{order}" if descending else order, column]
+    order = by if sort == "name" else f"n_{sort}"
+    ordering = [f"-{order}" if descending else order, by]
     pages = max(1, -(-total // size))
     page = min(max(1, page), pages)
-    rows = [{"name": row[column], **{c: row[f"n_{c}"] for c in COLUMNS}}
+    rows = [{"name": row[by], **{c: row[f"n_{c}"] for c in COLUMNS}}
             for row in grouped.order_by(*ordering)[(page - 1) * size:page * size]]
-    _with_models(qs, column, rows)
     if column == "key":
-        _with_titles(qs, rows)
+        _with_titles(qs, rows, hashed=hashed)
+    _with_models(qs, column, rows)
     return SourcePage(group, rows, total, page, pages, sort, descending)
 
 
@@ -203,13 +215,14 @@ def _with_models(qs: QuerySet[SourceUse], column: str, rows: list[dict[str, Any]
         row["cited"] = row["cited"] or 0
 
 
-def _with_titles(qs: QuerySet[SourceUse], rows: list[dict[str, Any]]) -> None:
-    """A URL's title (one its turns gave it), host and domain: one row per URL."""
-    hashes = {key_hash(row["name"]): row for row in rows}
+def _with_titles(qs: QuerySet[SourceUse], rows: list[dict[str, Any]], hashed: bool) -> None:
+    """A URL's title (one its turns gave it), host and domain: one row per URL; ``hashed``:
+    the rows are named by the URL's hash, and get the URL as their name."""
+    hashes = {row["name"] if hashed else key_hash(row["name"]): row for row in rows}
     found = (qs.filter(key_hash__in=list(hashes)).values("key_hash")
-             .annotate(t=Max("title"), h=Max("host"), s=Max("site")))
+             .annotate(k=Max("key"), t=Max("title"), h=Max("host"), s=Max("site")))
     for v in found:
-        hashes[v["key_hash"]].update(title=v["t"], host=v["h"], site=v["s"])
+        hashes[v["key_hash"]].update(name=v["k"], title=v["t"], host=v["h"], site=v["s"])
     for row in rows:
         row.setdefault("title", "")
         row.setdefault("host", "")

@@ -16,6 +16,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='sourceuse',
-            index=models.Index(fields=['site', 'created_at', 'host', 'provider', 'model', 'conversation', 'turn', 'cited', 'consulted', 'exact', 'repaired', 'dropped', 'no_source'], name='source_use_covering'),
+            index=models.Index(fields=['site', 'created_at', 'host', 'provider', 'model', 'conversation', 'turn', 'key_hash', 'cited', 'consulted', 'exact', 'repaired', 'dropped', 'no_source'], name='source_use_covering'),
         ),
     ]
