@@ -16,10 +16,10 @@ turn buttons live here; views only check access and translate errors.
 * ``fork_at`` and ``rerun`` — a fork up to a turn; a re-run is a fork up to the turn before an
   agent turn, answered again live by the chosen provider and model.
 
-Keys come from the environment (``KEY_VARIABLES``) when a request is sent: never from the
-browser, never stored, never logged. A provider without a key is answered by the built-in
-*recorded* provider when one is configured (``TURNSCOPE_RECORDED_UPSTREAM``: the demo serves
-the bundled samples there), and is otherwise disabled with the reason.
+Keys come from the environment (``live.call_routes``: ``KEY_VARIABLES``) when a request is sent:
+never from the browser, never stored, never logged. A provider without a key is answered by
+the built-in *recorded* provider when one is configured (``TURNSCOPE_RECORDED_UPSTREAM``: the
+demo serves the bundled samples there), and is otherwise disabled with the reason.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from typing import Any
 
 import httpx
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
-from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
@@ -48,6 +47,16 @@ from conversations.models import Conversation, Event, Turn
 from guards import redaction
 from live import admission, call_capture, services, tasks, transient, turn_writes
 from live import runner as live_runner
+
+# Which providers a call can go to and their routes are ``live.call_routes``'s; named here too, as
+# the composer's views, the demo and the tests have always asked this module.
+from live.call_routes import KEY_VARIABLES as KEY_VARIABLES
+from live.call_routes import PROVIDERS as PROVIDERS
+from live.call_routes import Route as Route
+from live.call_routes import composer as composer
+from live.call_routes import last_served as last_served
+from live.call_routes import provider_options as provider_options
+from live.call_routes import recorded_base as recorded_base
 from providers import registry
 from providers.requests import ReplayError, TurnRequest, UpstreamRequest
 from streams import parts
@@ -56,13 +65,6 @@ from upstream import client, errors
 
 log = logging.getLogger("turnscope.live")
 
-PROVIDERS = registry.names()
-# What a provider's live calls need (its ``Provider``: ``providers/<p>/provider.py``): the
-# environment variable its key is read from, its name for a person, the models the composer
-# offers (any model name the provider accepts may be sent).
-KEY_VARIABLES = {p.name: p.key_variable for p in registry.providers()}
-LABELS = {p.name: p.label for p in registry.providers()}
-MODELS = {p.name: p.models for p in registry.providers()}
 # The agent id of a turn the recorded provider answered (the page labels it "recorded").
 RECORDED_AGENT = "turnscope-recorded"
 MAX_PROMPT = 100_000
@@ -91,133 +93,7 @@ class NotFound(CallError):
     status = 404
 
 
-# -- providers ---------------------------------------------------------------------------------
-
-
-def _key(provider: str) -> str:
-    return os.environ.get(KEY_VARIABLES[provider], "").strip()
-
-
-def recorded_base() -> str:
-    """Where the recorded provider answers ("" when there is none)."""
-    return str(getattr(settings, "TURNSCOPE_RECORDED_UPSTREAM", "") or "").rstrip("/")
-
-
-@dataclass(frozen=True)
-class ProviderOption:
-    """A provider as the composer offers it."""
-
-    provider: str
-    label: str
-    enabled: bool
-    recorded: bool  # answered by the recorded provider (no key is set)
-    reason: str  # why it is disabled, or what "recorded" means
-    models: tuple[str, ...]
-
-
-def provider_options() -> list[ProviderOption]:
-    out = []
-    for provider in PROVIDERS:
-        variable = KEY_VARIABLES[provider]
-        if _key(provider):
-            out.append(ProviderOption(provider, LABELS[provider], True, False, "",
-                                      MODELS[provider]))
-        elif recorded_base():
-            out.append(ProviderOption(
-                provider, f"{LABELS[provider]} (recorded)", True, True,
-                f"No {variable} is set: the recorded provider answers with the bundled "
-                f"samples, in {LABELS[provider]}'s wire format.", MODELS[provider]))
-        else:
-            out.append(ProviderOption(provider, LABELS[provider], False, False,
-                                      f"No {variable} in the server's environment.",
-                                      MODELS[provider]))
-    for service in services.services():  # Azure OpenAI, named upstreams (``live.services``)
-        enabled = bool(services.key(service))
-        out.append(ProviderOption(service.name, service.label, enabled, False, "" if enabled
-                                  else f"No {service.key_variable} in the server's environment.",
-                                  service.models))
-    return out
-
-
-@dataclass(frozen=True)
-class Composer:
-    """What the composer (and the re-run form) offers, and what it selects first."""
-
-    options: list[ProviderOption]
-    provider: str  # "" when no provider is enabled
-    model: str
-
-    @property
-    def any_enabled(self) -> bool:
-        return any(o.enabled for o in self.options)
-
-    @property
-    def any_recorded(self) -> bool:
-        return any(o.recorded for o in self.options)
-
-
-def composer(exclude: str = "", prefer: tuple[str, str] = ("", "")) -> Composer:
-    """The composer's choices. ``prefer`` (provider, model), e.g. the conversation's last
-    answer's, is selected when that provider is enabled; else the first enabled provider
-    (other than ``exclude``, e.g. the provider of the turn to re-run, when another is enabled)."""
-    options = provider_options()
-    enabled = [o for o in options if o.enabled]
-    preferred = next((o for o in enabled if o.provider == prefer[0]), None)
-    if preferred is not None:
-        return Composer(options, preferred.provider, prefer[1] or preferred.models[0])
-    chosen = next((o for o in enabled if o.provider != exclude), enabled[0] if enabled else None)
-    return Composer(options, chosen.provider if chosen else "",
-                    chosen.models[0] if chosen else "")
-
-
-def last_served(conversation_id: Any) -> tuple[str, str]:
-    """The provider and model of the conversation's last answer that names them (a fork's and
-    a re-run's include the turns they copied), or ("", "")."""
-    row = Turn.objects.filter(conversation_id=conversation_id, role=Turn.Role.AGENT).exclude(
-        provider="").order_by("-index").values_list("provider", "model").first()
-    return (row[0], row[1]) if row else ("", "")
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where a provider's requests go, and how they authenticate (the key is read from the
-    environment here and only put in the request's headers)."""
-
-    provider: str
-    recorded: bool
-
-    @property
-    def service(self) -> services.Service | None:
-        return None if self.provider in PROVIDERS else services.find(self.provider)
-
-    @property
-    def wire(self) -> str:
-        """The provider whose wire format the service speaks (its adapter, its error shape)."""
-        return self.provider if self.provider in PROVIDERS else services.WIRE
-
-    def url(self, request: UpstreamRequest) -> str:
-        if self.recorded:
-            full = recorded_base() + "/" + request.path.lstrip("/")
-            return f"{full}?{request.query}" if request.query else full
-        service = self.service
-        if service is not None:
-            request = services.upstream_request(service, request)
-        return client.url(self.provider, request.path, request.query)
-
-    def headers(self, request: UpstreamRequest) -> list[tuple[bytes, bytes]]:
-        out = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers]
-        service = self.service
-        if service is not None:
-            secret = services.key(service)
-            if secret:
-                name, value = services.auth_header(service, secret)
-                out.append((name.encode(), value.encode("latin-1")))
-            return out
-        key = "" if self.recorded else _key(self.provider)
-        if key:
-            name, value = registry.get(self.provider).auth_header(key)
-            out.append((name.encode(), value.encode("latin-1")))
-        return out
+# -- routes ------------------------------------------------------------------------------------
 
 
 def route(provider: str) -> Route:
