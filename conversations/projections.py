@@ -305,7 +305,8 @@ def _turn_chunks(conversation: Conversation, fmt: ExportFormat, projection: Proj
                                                index__lt=min(start + EXPORT_BATCH, count)))
         texts = _batch_chunks(conversation, fmt, projection, snapshot, rows, side)
         for row in rows:
-            yield texts[row[0]]
+            # Taken out as it goes: a batch's chunks are not held while the next is made.
+            yield texts.pop(row[0])
 
 
 def _chunk_rows(turns: QuerySet[Turn]) -> list[tuple[Any, ...]]:
