@@ -371,14 +371,20 @@ def model_label(provider: str, model: str) -> str:
 def citations_over_time(user: Any, f: Filters, models: int = 6) -> dict[str, Any]:
     """Attributions per day and provider · model (the ``models`` most cited; the rest as
     "other"): {"days": [...], "series": {label: [count per day]}}."""
-    from django.db.models.functions import TruncDate
+    from django.db.models.functions import Substr, TruncDate
 
-    rows = (uses(user, f).filter(cited__gt=0)
-            .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
-            .values_list("day", "provider", "model").annotate(n=Sum("cited")).order_by("day"))
+    qs = uses(user, f).filter(cited__gt=0)
+    sqlite = connections[qs.db].vendor == "sqlite"
+    # SQLite: the UTC day is the stored text's first ten characters; Django's TruncDate there
+    # calls back into Python once a row (86 of the domains page's 190 ms of queries, 5k
+    # conversations).
+    day_of = Substr("created_at", 1, 10) if sqlite else TruncDate("created_at", tzinfo=dt.UTC)
+    rows = (qs.annotate(day=day_of).values_list("day", "provider", "model")
+            .annotate(n=Sum("cited")).order_by("day"))
     per: dict[str, dict[dt.date, int]] = {}
     totals: dict[str, int] = {}
-    for day, provider, model, n in rows:
+    for found, provider, model, n in rows:
+        day = dt.date.fromisoformat(found) if sqlite else found
         label = model_label(provider, model)
         per.setdefault(label, {})[day] = per.get(label, {}).get(day, 0) + n
         totals[label] = totals.get(label, 0) + n

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 
 from conversations import forking, source_index, source_report, store
 from conversations.ingest import ingest_each
-from conversations.models import Conversation, SearchUse, SourceUse
+from conversations.models import Attribution, Conversation, SearchUse, SourceUse
 from conversations.projections import export_json
 from conversations.source_report import Filters
 from streams.bodies import ActivityBody
@@ -150,6 +150,21 @@ def test_every_count_agrees_with_the_portable_exports(alice):
     source_index.rebuild()
     assert sorted(SourceUse.objects.values_list("turn_id", "key", "cited", "consulted",
                                                 "site")) == kept
+
+
+def test_citations_per_day_agree_with_the_attributions(alice):
+    _store(alice)
+    expected: Counter[tuple[dt.date, str]] = Counter()
+    for a in Attribution.objects.select_related("event__turn"):
+        if a.url or a.title:
+            turn = a.event.turn
+            day = turn.created_at.astimezone(dt.UTC).date()
+            expected[(day, source_report.model_label(turn.provider, turn.model))] += 1
+    timeline = source_report.citations_over_time(alice, Filters(), models=100)
+    found = Counter({(day, label): n for label, counts in timeline["series"].items()
+                     for day, n in zip(timeline["days"], counts, strict=True) if n})
+    assert expected and found == expected
+    assert all(isinstance(day, dt.date) for day in timeline["days"])
 
 
 def test_filters_narrow_by_model_date_and_search(alice):
