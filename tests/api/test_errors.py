@@ -3,7 +3,7 @@
 the API (clients show it), so each case pins the whole body.
 
 Errors that a real request reaches are sent for real; the few that need a broken database or an
-adapter bug are raised from the view's own call (``api.imports.ingest`` / ``import_document``)."""
+adapter bug are raised from the view's own call (``api.imports.ingest_response`` / ``import_document``)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_ingest_refuses_what_it_cannot_read_or_store(alice_api, body, detail):
     (DataError(), "The turn cannot be stored: DataError"),
 ])
 def test_ingest_refusals_raised_below_the_view(alice_api, monkeypatch, exc, detail):
-    monkeypatch.setattr(imports, "ingest", raising(exc))
+    monkeypatch.setattr(imports, "ingest_response", raising(exc))
     response = ingest(alice_api, b"{}")
     assert (response.status_code, response.json()) == (400, {"detail": detail})
 
@@ -84,7 +84,7 @@ def test_ingest_refusals_raised_below_the_view(alice_api, monkeypatch, exc, deta
 def test_an_adapter_bug_on_untrusted_input_is_a_400_logged_without_the_input(
     alice_api, monkeypatch, caplog, exc
 ):
-    monkeypatch.setattr(imports, "ingest", raising(exc))
+    monkeypatch.setattr(imports, "ingest_response", raising(exc))
     with caplog.at_level(logging.WARNING, logger="turnscope.api"):
         response = ingest(alice_api, b"{}")
     name = type(exc).__name__

@@ -36,7 +36,8 @@ def session_client(user) -> tuple[Client, str]:
 def test_session_authenticated_ingest_reads_the_body(alice):
     client, token = session_client(alice)
     for content_type in ("application/json", "application/octet-stream"):
-        response = client.post("/api/v1/conversations/ingest?provider=anthropic",
+        # copy=true: the second is the same body, which would be reported already ingested
+        response = client.post("/api/v1/conversations/ingest?provider=anthropic&copy=true",
                                ANTHROPIC_BODY, content_type=content_type,
                                HTTP_X_CSRFTOKEN=token)
         assert response.status_code == 201, response.content
