@@ -3,7 +3,8 @@
 the API (clients show it), so each case pins the whole body.
 
 Errors that a real request reaches are sent for real; the few that need a broken database or an
-adapter bug are raised from the view's own call (``api.imports.ingest_response`` / ``import_document``)."""
+adapter bug are raised from the view's own call (``api.imports.ingest_response`` /
+``import_document``)."""
 
 from __future__ import annotations
 
