@@ -80,9 +80,19 @@ def test_reload_mid_stream_keeps_the_streamed_text(world):
     wait_for_tail(page, turn_id, 40)
     before = page.evaluate(e2e.TURN_STATE_JS, turn_id)["text"]
     page.reload()
-    after = page.evaluate(e2e.TURN_STATE_JS, turn_id)
-    # the reloaded page shows at least what was streamed before (from the store + the tail)
-    assert e2e.norm(before) in e2e.norm(after["text"]) or len(after["text"]) >= len(before)
+    # The reloaded page shows at least what was streamed before (the store + the tail, then
+    # its resync). Read until it does, for a few seconds: rendered in the instant between the
+    # runner clearing a finished block's tail and storing it as an event, the page holds
+    # neither until its socket catches up (a known gap of the runner's order, see its
+    # ``_commit``).
+    deadline = time.monotonic() + 10
+    while True:
+        after = page.evaluate(e2e.TURN_STATE_JS, turn_id)
+        if (after and (e2e.norm(before) in e2e.norm(after["text"])
+                       or len(after["text"]) >= len(before))):
+            break
+        assert time.monotonic() < deadline, (before, after)
+        time.sleep(0.05)
     stored = e2e.wait_until_settled(page, server, conversation, turn_id)
     assert stored["status"] == "complete"
     e2e.assert_converged(page, server, conversation, {turn_id: 0})

@@ -79,7 +79,13 @@ def test_sdk_through_the_proxy_equals_direct_and_records_what_ingest_stores(
 
     # the recording replays wire-exact: the bytes served, and the real request's context
     [kept] = Recording.objects.get(turn=turn).response_list
-    assert kept["raw"].encode() == upstream.sent[1]
+    raw = kept["raw"].encode()
+    if raw != upstream.sent[1]:
+        # An SDK that raises on the stream's error event hangs up there: the recording holds
+        # what the app took, whole events up to the error; what the provider sent after it
+        # may not have been forwarded before the app went away.
+        assert upstream.sent[1].startswith(raw) and raw.endswith(b"\n\n"), raw[-200:]
+        assert b'"type":"error"' in raw, raw[-200:]
     assert kept["request"] == redact_value(request.json)
     assert kept["endpoint"].endswith(request.path + (f"?{request.query}" if request.query
                                                      else ""))
