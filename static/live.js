@@ -142,6 +142,11 @@
   // Text joined to the previous paragraph, with the space that paragraph's text ended with.
   Tail.prototype.joined = function (text) {
     var before = this.joinTo ? this.joinTo.textContent : "";
+    // The paragraph's own text: without this tail's inline text, shown inside it (when that
+    // ended with a space, the lead was dropped: "minutes.The Moon").
+    if (this.inline && this.inline.parentNode === this.joinTo) {
+      before = before.slice(0, before.length - this.inline.textContent.length);
+    }
     return this.lead && !/\s$/.test(before) && !/^\s/.test(text) ? this.lead + text : text;
   };
 
