@@ -134,8 +134,11 @@
 
   Tail.prototype.show = function () {
     var target = this.inline && this.joinTo ? this.inline : this.open;
-    // Leading blank lines are the gap before a block (its margin), not text to show.
-    target.textContent = target === this.open ? this.pending.replace(/^\n+/, "") : this.joined(this.pending);
+    // Blank lines around the open block are the gap between blocks (margins), not text: a
+    // trailing one shown would be a line that vanishes when the block commits (a list the
+    // server keeps open past a blank line), and the page would jump up.
+    var text = this.pending.replace(/\s*\n\s*$/, "");
+    target.textContent = target === this.open ? text.replace(/^\n+/, "") : this.joined(text);
     if (target !== this.open) this.open.textContent = "";
   };
 
