@@ -199,16 +199,22 @@ def _render(conversation: Conversation, turns: list[Turn]
     """The views of ``turns``, rendered, and the message HTML rows to cache for them."""
     if not turns:
         return [], []
-    datas = [turn_dict(t, events, ledger=False)
-             for t, events in turns_with_events(conversation, turns=turns)]
+    # The tails before the events: a block the runner stores meanwhile is then among the
+    # events, and ``streaming.shown_tail`` drops the tail's copy (after them, it could be in
+    # neither).
+    tails = streaming.current_tails([str(t.id) for t in turns
+                                     if t.status == Turn.Status.STREAMING])
+    with_events = turns_with_events(conversation, turns=turns)
+    datas = [turn_dict(t, events, ledger=False) for t, events in with_events]
     known = render_cache.cached_html(datas)
     views, html = [], []
-    for turn, data in zip(turns, datas, strict=True):
+    for (turn, events), data in zip(with_events, datas, strict=True):
         rendered = render_turn(data, cached_html=known)
         # A streaming turn's numbering and source titles may still change: cache it once done.
         if turn.status != Turn.Status.STREAMING:
             html += render_cache.fresh_rows(rendered, known)
-        view = TurnView(turn, data, rendered, _tail(turn))
+        tail = streaming.shown_tail(tails.get(str(turn.id)), events)
+        view = TurnView(turn, data, rendered, _tail(turn, tail))
         view.html = render_to_string(FRAGMENT_TEMPLATE, {"t": view})  # a SafeString
         views.append(view)
     return views, html
@@ -247,12 +253,11 @@ def snapshot_window(conversation: Conversation, snapshot: Snapshot, share: Any, 
     return TurnWindow(views, first, last, total, size)
 
 
-def _tail(turn: Turn) -> dict[str, Any] | None:
+def _tail(turn: Turn, tail: dict[str, Any] | None) -> dict[str, Any] | None:
     """The streaming block's text as the live view shows it: a message's finished markdown
     blocks rendered (``rendering.live``, where the runner splits them too), the rest raw."""
     if turn.status != Turn.Status.STREAMING:
         return None
-    tail = streaming.current_tail(str(turn.id))
     if tail and tail.get("kind") in ("message", None) and tail.get("text"):
         finished, rest = live_text.split_finished(str(tail["text"]))
         if finished:

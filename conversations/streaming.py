@@ -5,7 +5,9 @@ for it so far and the per-turn ``delta_seq`` of the last delta it published. The
 it to the Django cache (Redis when ``REDIS_URL`` is set, so any process can read it) at every
 coalesced flush; the page's turn fragment and the resync endpoint read it back with
 ``current_tail``. A tail with ``key`` None means "between blocks": no text is streaming, but the
-delta counter is still needed to place later deltas.
+delta counter is still needed to place later deltas. A reader reads the tail before the turn's
+events and shows it through ``shown_tail``: the runner stores a finished block, then clears the
+tail, so the block is shown once whenever the reader comes.
 
 It lives here, below ``live``, because the pages (``reading``) show a streaming turn's tail too:
 ``live`` writes it, everyone reads it, and ``conversations`` never imports ``live``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.cache import cache
@@ -62,6 +65,21 @@ def current_tails(turn_ids: list[Any]) -> dict[str, dict[str, Any]]:
         cache_failed("read the streaming tails")
         return _db_tails(list(keys.values()))
     return {keys[k]: v for k, v in found.items() if isinstance(v, dict)}
+
+
+def shown_tail(tail: dict[str, Any] | None, events: Iterable[Any]) -> dict[str, Any] | None:
+    """``tail`` as a reader shows it beside the turn's stored ``events`` (read after the tail):
+    without its text when its block is among them. The runner stores a finished block before it
+    clears the tail, so a reader between the two has both; the block is the one of the tail's
+    kind stored after the tail's ``stored_seq``."""
+    if not tail or not tail.get("key") or tail.get("stored_seq") is None:
+        return tail
+    kind = tail.get("kind") or "message"
+    after = int(tail["stored_seq"])
+    if any(e.seq > after and e.kind == kind for e in events):
+        return {**tail, "key": None, "kind": None, "text": "", "citations": [], "lead": "",
+                "block_seq": None}
+    return tail
 
 
 def _db_tails(turn_ids: list[str]) -> dict[str, dict[str, Any]]:

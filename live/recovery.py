@@ -112,6 +112,11 @@ def _finish_orphan(turn: Turn) -> bool:
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.status != Turn.Status.STREAMING or is_running(turn.pk):
             return False  # finished meanwhile, or its runner beat since the first look
+        # A runner that died between storing a block and clearing its tail left both.
+        after = tail.get("stored_seq")
+        stored = (locked.events.filter(seq__gt=after).only("seq", "kind")
+                  if after is not None else [])
+        tail = streaming.shown_tail(tail, stored) or {}
         text = tail.get("text") or ""
         if tail.get("key") and text:
             cites = [

@@ -12,13 +12,15 @@ One runner drives one agent turn, as an asyncio task in the server process (DB w
   (what ``bench.live`` measures a viewer's wait from). A delta's text is what
   ``redaction.LiveText`` lets out: a credential split across deltas (the proxy's bytes are
   redacted a line at a time) is held back until it can be redacted whole, never shown in pieces;
-* events the builder completes are committed: a block that closes the tail at once (tail cleared
-  first, then the store) so a fragment rendered at any moment shows a block either in the tail
-  or as an event, never both; other events (activity transitions, blocks that streamed no text)
-  with the window's flush, in one transaction; either way one ``events`` message per window
-  carries their contiguous seqs. Text never waits for that flush's store: a window that gathered
-  text publishes it first, then stores, and its events go out with the next flush (the runners
-  of a process share one database thread; behind their writes a delta waited 75-115 ms);
+* events the builder completes are committed: a block that closes the tail at once (the store
+  first, then the tail cleared; the tail names the last seq stored before it, so a reader that
+  finds the block stored after that drops the tail's copy: a fragment rendered at any moment
+  shows a block in the tail or as an event, never both and never neither); other events
+  (activity transitions, blocks that streamed no text) with the window's flush, in one
+  transaction; either way one ``events`` message per window carries their contiguous seqs.
+  Text never waits for that flush's store: a window that gathered text publishes it first,
+  then stores, and its events go out with the next flush (the runners of a process share one
+  database thread; behind their writes a delta waited 75-115 ms);
 * the model is recorded once, as soon as the first response names it (before its text, so no
   delta waits for that write), and announced by the next flush, ahead of the text it produced;
 * a turn's database work comes in as few transactions as it can: the user turn that prompts it
@@ -391,6 +393,9 @@ class TurnRunner:
             "block_seq": self.block_seq,
             "citations": list(self.tail_cites),
             "lead": self.tail_lead,
+            # What was stored when this was written: a block of the tail's kind stored after
+            # it is the tail's own (``streaming.shown_tail``).
+            "stored_seq": self.last_seq,
         }
 
     async def _flush(self, then: dict[str, Any] | None = None) -> None:
@@ -464,10 +469,11 @@ class TurnRunner:
         return delta
 
     async def _commit(self, records: list[EventRecord], *, closes_tail: bool) -> None:
-        """A block that closes the tail is stored at once (tail cleared first, then the store,
-        so a fragment rendered at any moment shows it in the tail or as an event, never both).
-        Other completed events (activity transitions, blocks that never streamed text) wait for
-        the window's flush, which stores them all in one transaction."""
+        """A block that closes the tail is stored at once, then the tail is cleared (a reader
+        between the two finds the block stored after the tail's ``stored_seq`` and shows it
+        once, as an event). Other completed events (activity transitions, blocks that never
+        streamed text) wait for the window's flush, which stores them all in one
+        transaction."""
         assert self.turn is not None
         self.pending_records.extend(records)
         if any(r.kind != "message" for r in records):
@@ -475,10 +481,10 @@ class TurnRunner:
         if closes_tail and self.tail_key is not None:
             if self.tail_kind == "message":
                 self._run_end = "".join(self.tail_text)[-1:]
+            await self._store()
             self.tail_key, self.tail_kind = None, ""
             self.tail_text, self.tail_cites, self.block_seq = [], [], None
             await self._write_tail()
-            await self._store()
         if (self.pending_records or self.pending_events) and self.flush_at is None:
             self.flush_at = self._now() + self.coalesce
 

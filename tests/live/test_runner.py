@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import itertools
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -72,6 +74,78 @@ def test_live_turn_stores_what_ingest_stores(sample, owner):
     assert turn_messages[-1]["status"] == turn.status
     assert turn_messages[-1]["seq"] == seqs[-1]
     assert streaming.current_tail(turn.pk) is None  # a finished turn leaves no tail
+
+
+def test_a_reader_at_any_moment_shows_each_block_once(owner, monkeypatch):
+    """The runner stores a finished block and then clears its tail: a page rendered at any
+    moment (after every store and every tail write) shows the streamed text once, and never
+    less than it showed before (the store first; ``streaming.shown_tail`` drops the copy)."""
+    from conversations import reading
+
+    conversation = store.create_conversation(owner=owner)
+    shown: list[str] = []
+
+    def look() -> None:
+        turn = conversation.turns.filter(role="agent").first()
+        if turn is None or turn.status != Turn.Status.STREAMING:
+            return
+        [view] = reading.turn_views(conversation, [turn])
+        text = "".join(e.get("text", "") for e in view.data["events"]
+                       if e["kind"] in ("message", "reasoning"))
+        shown.append(text + ((view.tail or {}).get("text") or ""))
+
+    write_db, write_tail = runner._write_db, streaming.write_tail
+
+    async def stored_then_look(*args):
+        events = await write_db(*args)
+        await sync_to_async(look, thread_sensitive=False)()
+        return events
+
+    def tail_then_look(*args):  # on the loop (the in-memory cache): look from a thread
+        write_tail(*args)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(look).result()
+
+    monkeypatch.setattr(runner, "_write_db", stored_then_look)
+    monkeypatch.setattr(streaming, "write_tail", tail_then_look)
+    turn, _ = async_to_sync(run_sample)(bundled.sample("anthropic-tides"), conversation)
+    final = "".join(e.text for e in turn.events.order_by("seq")
+                    if e.kind in ("message", "reasoning"))
+    assert turn.status == "complete" and len(shown) > 10
+    for before, now in itertools.pairwise(shown):
+        assert now.startswith(before), "text shown before was gone, or shown twice"
+    assert all(final.startswith(s) for s in shown)
+
+
+def test_a_tail_whose_block_is_stored_is_not_shown_again():
+    tail = {"key": "b1", "kind": "message", "text": "Tides", "delta_seq": 7, "block_seq": 5,
+            "citations": [{"url": "https://a.example/"}], "lead": " ", "stored_seq": 4}
+    event = type("E", (), {})
+    stored_block, activity = event(), event()
+    stored_block.seq, stored_block.kind = 6, "message"
+    activity.seq, activity.kind = 5, "hosted_activity"
+    assert streaming.shown_tail(tail, [activity]) == tail
+    dropped = streaming.shown_tail(tail, [activity, stored_block])
+    assert (dropped["key"], dropped["text"], dropped["citations"]) == (None, "", [])
+    assert dropped["delta_seq"] == 7  # later deltas are still placed after it
+    reasoning = {**tail, "kind": "reasoning"}
+    assert streaming.shown_tail(reasoning, [stored_block]) == reasoning  # not its kind
+    stored_block.seq = 4  # stored before the tail was written: another block
+    assert streaming.shown_tail(tail, [stored_block]) == tail
+    old = {k: v for k, v in tail.items() if k != "stored_seq"}  # a runner of before
+    assert streaming.shown_tail(old, [stored_block]) == old
+
+
+def test_an_orphan_whose_block_was_stored_before_its_tail_cleared_is_not_doubled(owner):
+    conversation = store.create_conversation(owner=owner)
+    turn = add_turn(conversation, "agent", status="streaming")
+    streaming.write_tail(turn.pk, {"key": "b0", "kind": "message", "text": "Whole block",
+                                   "delta_seq": 3, "block_seq": 1, "citations": [],
+                                   "stored_seq": conversation.next_seq - 1})
+    from streams.builder import EventRecord
+    store.append_events(turn, [EventRecord("message", text="Whole block")])
+    assert [t.pk for t in recovery.reap_orphans(conversation.pk, force=True)] == [turn.pk]
+    assert list(turn.events.values_list("text", flat=True)) == ["Whole block"]
 
 
 def test_cut_stream_leaves_turn_interrupted_with_partial_text(owner):
