@@ -1,10 +1,12 @@
-"""A live call's provider responses go through the capture log, as proxied exchanges do.
+"""A live turn's provider responses go through the capture log, as proxied exchanges do.
 
 Each response a live call receives (``live.calls``: the first, then each ``pause_turn``
 continuation) is an exchange of the capture log (``live.capture``, kind ``live``): its request
 body, then each chunk of the body as it arrives, committed before the turn runner reads it, then
 how it ended. The exchange is bound to the agent turn (``RecordedExchange``) before its request
 is sent: the first in the transaction that opens the turn, a continuation's just before it goes.
+A live replay's agent turn plays each recorded response the same way (``live.live_replay``, kind
+``replay``): its events in the log, one by one at the recorded pace, before the runner reads them.
 
 While the runner of this process records the turn, the exchange is *held* here: the recording
 of the log (``proxy.capture``'s hub) leaves it alone. When the turn is finished, the exchange is
@@ -59,10 +61,13 @@ def _finished(xids: list[str], turn_id: Any) -> bool:
 class CallCapture:
     """The capture of one live turn's responses (one at a time)."""
 
-    def __init__(self, turn: Turn, conversation_id: Any, user_id: Any, first: str) -> None:
+    def __init__(self, turn: Turn, conversation_id: Any, user_id: Any, first: str,
+                 kind: str = "live") -> None:
+        assert kind in capture.RUNNER_KINDS
         self.turn = turn
+        self.kind = kind
         self.meta_base = {"user": user_id, "conversation": str(conversation_id),
-                          "endpoint": "live", "turn": str(turn.pk)}
+                          "endpoint": kind, "turn": str(turn.pk)}
         self.first = first  # bound to the turn as it opened
         self.xids: list[str] = []
         self.log = capture.get_log()
@@ -84,7 +89,7 @@ class CallCapture:
                 "url": redaction.redact_text(target), "api_version": api_version,
                 "served_by": served_by}
         try:
-            await self.log.open("live", meta, body, instance=instances.owner(),
+            await self.log.open(self.kind, meta, body, instance=instances.owner(),
                                 exchange_id=xid)
         except capture.CaptureError:
             self._broken = True

@@ -86,6 +86,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 
 ENDED = ("complete", "cut", "gone", "failed", "abandoned")
 
+# Exchanges a live runner records into a turn it opened first (``live.call_capture``): a live
+# call's provider responses and a live replay's recorded ones. The turn is bound before their
+# first byte, and keeps no wire recording made from the log (a live call keeps none; a live
+# replay's turn keeps the recording it plays, stored as it opened).
+RUNNER_KINDS = frozenset({"live", "replay"})
+
 
 class CaptureError(RuntimeError):
     """The log could not be written or read."""

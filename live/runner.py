@@ -121,7 +121,7 @@ class TurnRunner:
         self.leave_on_cancel = leave_on_cancel
         # The coalescing window's clock: the event loop's, unless a test gives its own.
         self._clock = clock
-        self.speed = speed if speed and speed > 0 else float("inf")
+        self.pace = sources.Pace(speed)  # a recording's (a network source sets its own)
         self.coalesce = coalesce
         self.layer = layer
         self.turn: Turn | None = None
@@ -155,7 +155,6 @@ class TurnRunner:
         self._shown = redaction.LiveText()  # the tail's text as viewers may see it
         self._held_rx: float | None = None  # when the text ``_shown`` holds back arrived
         self._block_ends = False  # the flush under way is the tail block's last
-        self._due = 0.0
         self._provenance_done = False
         self._tail_in_db = False  # the cache failed: the tail is (also) in the database
         self._heart: Heartbeat | None = None  # beats from the moment the turn is open
@@ -185,7 +184,7 @@ class TurnRunner:
         streamed: an iterable that decides on the next response then (a ``pause_turn``
         continuation) is fine."""
         loop = asyncio.get_running_loop()
-        self._due = loop.time()
+        self.pace.due = loop.time()
         if resume is not None:
             await self._resume(resume, before)
         elif opened is not None:
@@ -296,17 +295,16 @@ class TurnRunner:
     async def _wait(self, seconds: float) -> None:
         """Advance the paced clock by ``seconds / speed``, flushing deltas on time meanwhile."""
         loop = asyncio.get_running_loop()
-        if self.speed != float("inf"):
-            self._due = max(self._due, loop.time() - 0.25) + seconds / self.speed
+        due = self.pace.after(seconds, loop.time())
         while True:
             now = loop.time()
-            if self.flush_at is not None and self.flush_at <= max(now, self._due):
+            if self.flush_at is not None and self.flush_at <= max(now, due):
                 if self.flush_at > now:
                     await asyncio.sleep(self.flush_at - now)
                 await self._flush()
                 continue
-            if self._due - now > 0.001:
-                await asyncio.sleep(self._due - now)
+            if due - now > 0.001:
+                await asyncio.sleep(due - now)
             return
 
     async def _handle(self, part: parts.Part, records: list[EventRecord]) -> None:

@@ -12,6 +12,7 @@ between its start and its result, ``FIRST_BYTE_SECONDS`` before a response start
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ CHARS_PER_SECOND = 90.0
 SEARCH_SECONDS = 1.4
 FIRST_BYTE_SECONDS = 0.5
 MIN_STEP = 0.004
+BEHIND = 0.25  # seconds a paced source may fall behind its pace before it stops catching up
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,31 @@ def pace(part: parts.Part) -> float:
     if isinstance(part, parts.BlockStart | parts.BlockEnd | parts.Citation | parts.Usage):
         return MIN_STEP
     return 0.05
+
+
+class Pace:
+    """When a recording's parts are due at ``speed`` times the recorded pace (0 or less: at
+    once). A source held up (a slow write) catches up by at most ``BEHIND`` seconds: after a
+    stall the parts do not all come in one burst."""
+
+    def __init__(self, speed: float) -> None:
+        self.speed = speed if speed and speed > 0 else float("inf")
+        self.due: float | None = None  # the event loop's time the last part was due
+
+    def after(self, seconds: float, now: float) -> float:
+        """When the next part, ``seconds`` (at speed 1) after the last, is due."""
+        if self.due is None:
+            self.due = now
+        if self.speed != float("inf"):
+            self.due = max(self.due, now - BEHIND) + seconds / self.speed
+        return self.due
+
+    async def wait(self, seconds: float) -> None:
+        """Until the next part, ``seconds`` (at speed 1) after the last, is due."""
+        now = asyncio.get_running_loop().time()
+        due = self.after(seconds, now)
+        if due - now > 0.001:
+            await asyncio.sleep(due - now)
 
 
 def redacted(responses: list[WireResponse]) -> list[WireResponse]:

@@ -154,8 +154,8 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         if row is not None and row.done:
             return row.turn, []  # recorded already: nothing changes
         out: list[dict[str, Any]] = []
-        if row is None and exchange.kind == "live":
-            return None, []  # a live call's turn, deleted since: nothing to record into
+        if row is None and exchange.kind in capture.RUNNER_KINDS:
+            return None, []  # a live call's or replay's turn, deleted since: nothing to record
         if row is None:
             user, conversation = _owner_and_conversation(meta)
             read = messages.read(provider, meta["endpoint"], request, meta.get("api_version"),
@@ -176,7 +176,7 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         if turn.status == Turn.Status.STREAMING:
             events = _finish(turn, row, exchange, raw, request, reason, too_large)
         response = None
-        if reason is None and exchange.kind != "live":  # a live call keeps no wire recording
+        if reason is None and exchange.kind not in capture.RUNNER_KINDS:  # kept, or none
             response = sources.WireResponse(
                 name=f"{provider} {meta['path']}",
                 raw=redaction.redact_wire(b"".join(raw)).decode("utf-8", "replace"),
