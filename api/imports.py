@@ -213,22 +213,17 @@ class _IngestBase(ApiView):
         # the CSRF check reads request.POST first, which parses (and so consumes) the body.
         raw = request.data if isinstance(request.data, bytes) else b""
         context = providers.WireContext(api_version=api_version, endpoint=endpoint)
-        # A new conversation remembers its source (the body and prompt): the same ingest sent
+        # What is stored remembers its source (the body and prompt): the same ingest sent
         # again (a client retrying after a crash or a lost response) is reported, not stored
-        # twice, unless ``copy``.
+        # twice, unless ``copy``: as a new conversation, or as a turn of this one.
         copy = _flag(request.query_params.get("copy"))
         try:
             summary = ingest_response(
                 provider, [ResponseFile("body", raw, context)], owner=request.user,
-                title=title, prompt=prompt, conversation=conversation,
-                remember=conversation is None and not copy,
+                title=title, prompt=prompt, conversation=conversation, remember=not copy,
             )
         except AlreadyImported as already:
-            there = already.conversation
-            return Response({
-                "already_imported": True, "conversation": str(there.pk), "title": there.title,
-                "url": _conversation_url(there),
-                "detail": "You ingested this response before; copy=true stores a copy."})
+            return Response(_already_ingested(already))
         turn = summary.turn
         agent: dict[str, Any] = {"agentId": turn.agent_id or "agent"}
         if turn.model_provenance:
@@ -250,6 +245,22 @@ class _IngestBase(ApiView):
         return created_response(summary.conversation, body)
 
 
+def _already_ingested(already: AlreadyImported) -> dict[str, Any]:
+    """The answer to an ingest sent again: what it became the first time (a conversation, or
+    a turn of the conversation it was ingested into)."""
+    there = already.conversation
+    body = {"already_imported": True, "conversation": str(there.pk), "title": there.title,
+            "url": _conversation_url(there),
+            "detail": "You ingested this response before; copy=true stores a copy."}
+    if already.turn is not None:
+        turn = already.turn
+        url = f"{reverse('api-conversation-events', kwargs={'id': there.pk})}?turn={turn.index}"
+        body |= {"turn": {"id": str(turn.pk), "index": turn.index, "url": url}, "url": url,
+                 "detail": f"You ingested this response into this conversation before (turn "
+                 f"{turn.index}); copy=true appends it again."}
+    return body
+
+
 INGEST_PARAMETERS = [
     OpenApiParameter("provider", str, required=True, enum=available_providers(),
                      description="Whose wire format the body is."),
@@ -264,6 +275,9 @@ INGEST_PARAMETERS = [
                      description="The URL the request went to (names Gemini's API version); "
                      "percent-encoded. ?endpoint= is still read."),
 ]
+COPY_PARAMETER = OpenApiParameter(
+    "copy", bool, default=False,
+    description="Store a copy of a response ingested before instead of answering that it was.")
 INGEST_BODY = {
     "application/octet-stream": {"type": "string", "format": "binary"},
     "text/event-stream": {"type": "string"},
@@ -281,9 +295,7 @@ class IngestView(_IngestBase):
                     OpenApiParameter("Turnscope-Title", str, location=OpenApiParameter.HEADER,
                                      description="Title of the new conversation "
                                      "(percent-encoded). ?title= is still read."),
-                    OpenApiParameter("copy", bool, default=False,
-                                     description="Store a copy of a response ingested before "
-                                     "instead of answering that it was.")],
+                    COPY_PARAMETER],
         request=INGEST_BODY,
         responses={201: s.IngestResultSerializer,
                     200: OpenApiResponse(s.AlreadyIngestedSerializer,
@@ -303,11 +315,17 @@ class ConversationIngestView(_IngestBase):
 
     @extend_schema(
         operation_id="conversations_ingest_turn",
-        parameters=[CONVERSATION_ID, *INGEST_PARAMETERS],
+        parameters=[CONVERSATION_ID, *INGEST_PARAMETERS, COPY_PARAMETER],
         request=INGEST_BODY,
-        responses={201: s.IngestResultSerializer, **errors(400, 413, *OBJECT_ERRORS)},
+        responses={201: s.IngestResultSerializer,
+                   200: OpenApiResponse(s.AlreadyIngestedTurnSerializer,
+                                        description="Ingested into this conversation before: "
+                                        "not appended again."),
+                   **errors(400, 413, *OBJECT_ERRORS)},
         description="Ingest a raw provider response body as a new agent turn of this "
-        "conversation (owner only).",
+        "conversation (owner only). The same body (with the same prompt) ingested into this "
+        "conversation again is not appended twice: the answer is a 200 naming the turn it "
+        "became (`copy=true` appends it again).",
     )
     def post(self, request: Request, id: Any) -> Response:
         return self.run_ingest(request, self.get_object())

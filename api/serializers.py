@@ -319,6 +319,16 @@ class AlreadyIngestedSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
+class IngestedTurnRefSerializer(TurnRefSerializer):
+    url = serializers.CharField(help_text="The turn's events.")
+
+
+class AlreadyIngestedTurnSerializer(AlreadyIngestedSerializer):
+    conversation = serializers.UUIDField(help_text="This conversation.")
+    turn = IngestedTurnRefSerializer(help_text="The agent turn it became the first time.")
+    url = serializers.CharField(help_text="The turn's events.")
+
+
 class ForkRefSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     title = serializers.CharField(allow_blank=True)

@@ -158,33 +158,53 @@ def ingest(
     remember: bool = False,
 ) -> IngestSummary:
     """Store ``files`` (a response and its continuations) as one agent turn. With
-    ``remember`` (a new conversation someone imports from files), it keeps its source
-    identity, and the owner's second ingest of the same files raises ``AlreadyImported``
-    instead of storing a copy."""
+    ``remember``, what is stored keeps its source identity (the files and the prompt), and the
+    same ingest again raises ``AlreadyImported`` instead of storing a copy: the owner's second
+    ingest of them as a new conversation, or a second ingest of them into ``conversation``
+    (a client retrying after a lost response: the turn is not appended twice)."""
     key = None
-    if remember and conversation is None:
+    if remember:
         key = source_key(provider, files, prompt)
-        there = sources.already_imported(owner, key)
-        if there is not None:
-            raise AlreadyImported(there)
+        _refuse_again(owner, conversation, key)
     read = _read(provider, files, owner=owner, title=title, prompt=prompt,
                  conversation=conversation, key=key)
     try:
-        summary = _write(provider, read)
-    except IntegrityError as exc:
+        with transaction.atomic():
+            summary = _write(provider, read)
+            if key is not None and conversation is not None:
+                sources.remember_turn(summary.turn, key)
+    except IntegrityError as exc:  # the same ingest, stored meanwhile (a race, a retry)
         if key is None:
             raise
-        raise AlreadyImported(sources.taken(owner, key, exc)) from None
+        if conversation is None:
+            raise AlreadyImported(sources.taken(owner, key, exc)) from None
+        raise AlreadyImported(conversation, sources.taken_turn(conversation, key, exc)) from None
     _told(provider, summary)
     return summary
 
 
-class AlreadyImported(Exception):
-    """The owner imported these files already: ``conversation`` is what they became."""
+def _refuse_again(owner: Any, conversation: Conversation | None, key: str) -> None:
+    """``AlreadyImported`` when ``key`` was ingested before as a new conversation of
+    ``owner``'s, or (given ``conversation``) as a turn of it."""
+    if conversation is None:
+        there = sources.already_imported(owner, key)
+        if there is not None:
+            raise AlreadyImported(there)
+        return
+    turn = sources.already_ingested(conversation, key)
+    if turn is not None:
+        raise AlreadyImported(conversation, turn)
 
-    def __init__(self, conversation: Conversation) -> None:
-        super().__init__(f"already imported as {conversation.pk}")
+
+class AlreadyImported(Exception):
+    """The owner imported these files already: ``conversation`` is what they became, or, when
+    they were ingested into a conversation, ``turn`` is the agent turn they became there."""
+
+    def __init__(self, conversation: Conversation, turn: Turn | None = None) -> None:
+        what = f"turn {turn.index} of {conversation.pk}" if turn is not None else conversation.pk
+        super().__init__(f"already imported as {what}")
         self.conversation = conversation
+        self.turn = turn
 
 
 def wire_parts(provider: str, response: ResponseFile) -> Iterator[Part]:

@@ -19,6 +19,10 @@ here, imported back) is already there too, whatever its source.
 
 "Import a copy" (``copy=True``) stores a conversation with no source: never "already imported",
 and never in the way of the original.
+
+A recording ingested into a conversation that is there already (the API's turn ingest) is a turn,
+not a conversation: the turn keeps the source (``IngestedTurn``, one per conversation), so the
+same ingest into the same conversation again is "already ingested", naming the turn.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 import orjson
 from django.db import IntegrityError
 
-from conversations.models import Conversation
+from conversations.ingested import IngestedTurn
+from conversations.models import Conversation, Turn
 from importers.base import ExportDocument, ImportedConversation, PartsResponse, WireResponse
 from streams.parts import TextDelta
 
@@ -150,6 +155,27 @@ def taken(owner: Any, key: str | None, error: IntegrityError) -> Conversation:
     """The conversation that took ``key`` first, when ``error`` is the constraint refusing a
     second; otherwise ``error`` is raised again (it is about something else)."""
     found = already_imported(owner, key)
+    if found is None:
+        raise error
+    return found
+
+
+def already_ingested(conversation: Conversation, key: str) -> Turn | None:
+    """The turn of ``conversation`` an ingest of ``key`` made, if there is one."""
+    found = (IngestedTurn.objects.filter(conversation=conversation, source=key)
+             .select_related("turn").first())
+    return None if found is None else found.turn
+
+
+def remember_turn(turn: Turn, key: str) -> None:
+    """``turn`` was ingested into its conversation from ``key`` (in the transaction that
+    stores it: ``IntegrityError`` when an ingest of ``key`` stored one there first)."""
+    IngestedTurn.objects.create(conversation_id=turn.conversation_id, turn=turn, source=key)
+
+
+def taken_turn(conversation: Conversation, key: str, error: IntegrityError) -> Turn:
+    """``taken``, for a turn ingested into ``conversation``."""
+    found = already_ingested(conversation, key)
     if found is None:
         raise error
     return found

@@ -184,3 +184,58 @@ def test_the_same_ingest_sent_again_is_not_stored_twice(alice, alice_api, bob_ap
                        "provider=anthropic&prompt=Find+the+news").status_code == 201
     assert post_ingest(alice_api, anthropic_body(),
                        "provider=anthropic&copy=maybe").status_code == 400
+
+
+def test_the_same_turn_ingest_sent_again_is_not_appended_twice(alice, alice_api):
+    """A client that retries an ingest into a conversation (its first answer lost) gets the
+    turn it already appended: nothing is stored again. copy=true appends it again; another
+    prompt is another turn; another conversation is another place."""
+    conversation = build_conversation(owner=alice)
+    target = str(conversation.pk)
+    held = conversation.turns.count()
+    query = "provider=anthropic&prompt=Find+the+news"
+    first = post_ingest(alice_api, anthropic_body(), query, target=target)
+    assert first.status_code == 201, first.content
+    turn = first.json()["turn"]
+    before = row_counts()
+    again = post_ingest(alice_api, anthropic_body(), query, target=target)
+    assert again.status_code == 200, again.content
+    body = again.json()
+    events = f"/api/v1/conversations/{target}/events?turn={turn['index']}"
+    assert body["already_imported"] is True and body["conversation"] == target
+    assert body["turn"] == {"id": turn["id"], "index": turn["index"], "url": events}
+    assert body["url"] == events and "turn" in body["detail"]
+    assert row_counts() == before  # no turn, no event stored
+    listed = alice_api.get(events).json()["results"]
+    assert {e["id"] for e in listed} == {str(pk) for pk in Event.objects.filter(
+        turn_id=turn["id"]).values_list("id", flat=True)}
+
+    copied = post_ingest(alice_api, anthropic_body(), f"{query}&copy=true", target=target)
+    assert copied.status_code == 201, copied.content
+    assert copied.json()["turn"]["index"] > turn["index"]
+    other = post_ingest(alice_api, anthropic_body(), "provider=anthropic&prompt=Other",
+                        target=target)
+    assert other.status_code == 201, other.content
+    assert conversation.turns.count() == held + 6  # the first, the copy, the other prompt
+    elsewhere = build_conversation(owner=alice)
+    assert post_ingest(alice_api, anthropic_body(), query,
+                       target=str(elsewhere.pk)).status_code == 201
+
+
+def test_a_retry_racing_the_first_turn_ingest_is_refused_by_the_constraint(alice, monkeypatch):
+    """Two ingests of the same body into one conversation at once: both find no turn before
+    storing, the second is refused by the database's constraint and names the first's turn,
+    with nothing of it stored."""
+    from conversations import ingest
+
+    conversation = build_conversation(owner=alice)
+    body = [ingest.ResponseFile("body", anthropic_body())]
+    first = ingest.ingest("anthropic", body, owner=alice, prompt="Hi",
+                          conversation=conversation, remember=True)
+    before = row_counts()
+    monkeypatch.setattr(ingest, "_refuse_again", lambda *_: None)  # it looked too early
+    with pytest.raises(ingest.AlreadyImported) as raised:
+        ingest.ingest("anthropic", body, owner=alice, prompt="Hi", conversation=conversation,
+                      remember=True)
+    assert raised.value.turn is not None and raised.value.turn.pk == first.turn.pk
+    assert row_counts() == before

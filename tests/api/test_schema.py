@@ -151,6 +151,20 @@ def test_schema_and_docs_are_served_to_signed_in_users(alice, client):
     assert script.status_code == 200 and "SwaggerUIBundle" in script.content.decode()
 
 
+def test_both_ingests_document_the_answer_to_an_ingest_sent_again():
+    """A 200 naming what the first ingest became (the turn, for an ingest into a
+    conversation), and the ``copy`` parameter that stores it again."""
+    paths = api_schema()["paths"]
+    for path in ("/api/v1/conversations/ingest", "/api/v1/conversations/{id}/ingest"):
+        operation = paths[path]["post"]
+        assert {"200", "201"} <= set(operation["responses"]), path
+        assert "copy" in {p["name"] for p in operation["parameters"]}, path
+    turn = paths["/api/v1/conversations/{id}/ingest"]["post"]["responses"]["200"]
+    ref = turn["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    fields = api_schema()["components"]["schemas"][ref]["properties"]
+    assert {"already_imported", "conversation", "turn", "url"} <= set(fields)
+
+
 # -- schemathesis ------------------------------------------------------------------------------
 
 
