@@ -12,6 +12,7 @@ reads and what the CSV export holds.
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
@@ -26,14 +27,24 @@ _DROPPED_CLASSES = {"tooltip-overlay", "text-overlay"}
 ET.register_namespace("", "http://www.w3.org/2000/svg")
 
 
+# The sizes the stylesheet gives the chart's text (``static/sources.css``): pygal sizes the
+# room for its labels from these, so a label it thought 10 px tall and the page draws at 12 px
+# would run into the bars.
+LABEL_PX = 12
+TITLE_PX = 14
+
+
 def _config(**extra: Any) -> dict[str, Any]:
     return {
         "js": [], "css": [], "disable_xml_declaration": True, "no_prefix": True,
         "explicit_size": False, "width": 720, "height": 360, "legend_at_bottom": True,
         "legend_at_bottom_columns": 2, "truncate_legend": 40, "truncate_label": 30,
         "show_minor_x_labels": True, "print_values": False, "margin": 12,
-        "style": pygal.style.Style(font_family="inherit", background="transparent",
-                                   plot_background="transparent"),
+        "style": pygal.style.Style(
+            font_family="inherit", background="transparent", plot_background="transparent",
+            label_font_size=LABEL_PX, major_label_font_size=LABEL_PX,
+            legend_font_size=LABEL_PX, value_font_size=LABEL_PX,
+            value_label_font_size=LABEL_PX, title_font_size=TITLE_PX),
         **extra,
     }
 
@@ -66,14 +77,30 @@ def _svg(chart: Any, label: str) -> SafeString:
     return mark_safe(ET.tostring(root, encoding="unicode"))
 
 
+def _whole_ticks(values: Sequence[float], extra: dict[str, Any]) -> None:
+    """At most about six ticks on the value axis (one every 0.2 crowded a narrow axis into a
+    smudge), and whole ones for counts."""
+    extra["max_scale"] = 6
+    if values and all(float(v).is_integer() for v in values):
+        step = max(1, math.ceil(max(values) / 6))
+        extra["y_labels"] = list(range(0, int(max(values)) + step, step))
+
+
 def over_time(days: Sequence[Any], series: dict[str, list[int]], label: str) -> SafeString:
     """Attributions per day by provider · model: stacked bars for a few days, a line per model
     over many (a line of one or two points says little)."""
     few = len(days) <= 14
     kind = pygal.StackedBar if few else pygal.Line
+    rows = math.ceil(len(series) / 2)  # the legend's, two to a row
+    # pygal leaves room for one legend row under rotated labels: the others were cut off.
+    extra: dict[str, Any] = {"height": 360 + 18 * max(0, rows - 1),
+                             "margin_bottom": 12 + 18 * max(0, rows - 1)}
+    totals = [sum(v) for v in zip(*series.values(), strict=True)] if few else \
+        [v for values in series.values() for v in values]
+    _whole_ticks(totals, extra)
     chart = kind(**_config(x_label_rotation=30, show_dots=False, include_x_axis=True,
                            fill=False, show_minor_x_labels=few,
-                           x_labels_major_count=min(len(days), 8)))
+                           x_labels_major_count=min(len(days), 8), **extra))
     chart.x_labels = [d.isoformat() for d in days]
     for name, values in series.items():
         chart.add(name, list(values))
@@ -81,11 +108,19 @@ def over_time(days: Sequence[Any], series: dict[str, list[int]], label: str) -> 
 
 
 def bars(labels: Sequence[str], series: dict[str, list[float]], label: str,
-         horizontal: bool = True) -> SafeString:
-    """Grouped bars: one bar per series for each label."""
+         horizontal: bool = True, width: int = 720) -> SafeString:
+    """Grouped bars: one bar per series for each label. ``width``: the drawing's, about the
+    pixels it is shown at (a narrow box shows a wide drawing scaled down, its text too)."""
     kind = pygal.HorizontalBar if horizontal else pygal.Bar
-    extra = {"height": max(200, 60 + 28 * len(labels) * max(1, len(series)))} if horizontal \
-        else {"x_label_rotation": 20}
+    extra: dict[str, Any] = {"width": width}
+    if horizontal:
+        extra["height"] = max(160, 60 + 26 * len(labels) * max(1, len(series)))
+        extra["truncate_label"] = 22 if width < 600 else 30
+    else:
+        extra["x_label_rotation"] = 20
+    if len(series) == 1:
+        extra["show_legend"] = False  # one series: the heading names it
+    _whole_ticks([v for values in series.values() for v in values], extra)
     chart = kind(**_config(**extra))
     chart.x_labels = list(labels)
     for name, values in series.items():

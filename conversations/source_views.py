@@ -165,5 +165,5 @@ def models(request: HttpRequest) -> HttpResponse:
             p["domains_chart"] = source_charts.bars(
                 [d["domain"] or "(no URL)" for d in p["top_domains"]],
                 {"Cited": [d["cited"] for d in p["top_domains"]]},
-                f"Top cited domains of {p['label']}")
+                f"Top cited domains of {p['label']}", width=420)  # half the page
     return render(request, "sources/models.html", context)

@@ -98,3 +98,23 @@ def test_anonymous_users_are_sent_to_log_in(client):
     for url in ("/sources/", "/sources/urls/", "/sources/models/", "/sources/turns/?url=x"):
         response = client.get(url)
         assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_chart_of_counts_has_whole_ticks_and_room_for_its_legend():
+    from conversations import source_charts
+
+    counts = source_charts.bars(["a.example", "b.example"], {"Cited": [7, 1]}, "c", width=420)
+    ticks = re.findall(r'<g class="axis x[^"]*">(.*?)</g></g>', counts)[0]
+    assert re.findall(r">([^<]+)</text>", ticks) == ["0", "2", "4", "6", "8"]
+    assert 'class="legends"' not in counts  # one series: the heading names it
+    import datetime
+
+    day = datetime.date(2026, 12, 6)
+    series = {f"provider · model-{n}": [n + 1] for n in range(5)}  # three legend rows
+    timeline = source_charts.over_time([day], series, "t")
+    height = float(re.search(r'viewBox="0 0 \S+ (\S+)"', timeline).group(1))
+    legend_y = float(re.search(r'transform="translate\([^,]+, ([^)]+)\)" class="legends"',
+                               timeline).group(1))
+    rows = [float(y) for y in re.findall(r'<rect x="[^"]+" y="([^"]+)" width="12"', timeline)]
+    assert legend_y + max(rows) + 12 <= height  # the last row inside the drawing
+

@@ -36,6 +36,34 @@ def _open(browser, live_server, session, path, *, width, scheme):
     return context, page, blocked
 
 
+# Every chart's labels, as drawn: a label left of the bars ends before the plot begins (pygal's
+# own stylesheet anchored them; it is not served), and each legend entry lies inside the drawing.
+LABELS_CLEAR = """() => {
+  const bad = [];
+  for (const svg of document.querySelectorAll('svg.chart-svg')) {
+    const frame = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll('.axis.x text, .axis.y text')) {
+      const box = t.getBoundingClientRect();
+      if (box.width && box.left < frame.left - 1) bad.push('outside: ' + t.textContent);
+    }
+    if (svg.querySelector('.horizontal')) {  // the categories on the left, the bars after them
+      const bars = [...svg.querySelectorAll('.series .rect, .series rect')]
+        .map(r => r.getBoundingClientRect().left);
+      const left = Math.min(...bars);
+      for (const t of svg.querySelectorAll('.axis.y text')) {
+        const box = t.getBoundingClientRect();
+        if (box.width && box.right > left + 1) bad.push('into the bars: ' + t.textContent);
+      }
+    }
+    for (const t of svg.querySelectorAll('.legend text')) {
+      const box = t.getBoundingClientRect();
+      if (box.bottom > frame.bottom + 1) bad.push('legend cut: ' + t.textContent);
+    }
+  }
+  return bad;
+}"""
+
+
 def test_charts_in_both_schemes_and_at_360px(live_server, session, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     fills = {}
@@ -52,6 +80,7 @@ def test_charts_in_both_schemes_and_at_360px(live_server, session, browser):
                 series = chart.locator(".series.color-0 .rect, .series.color-0 .line").first
                 fills[(scheme, label)] = series.evaluate(
                     "e => getComputedStyle(e).fill + ' ' + getComputedStyle(e).stroke")
+                assert page.evaluate(LABELS_CLEAR) == [], (path, name)
             overflow = page.evaluate("document.documentElement.scrollWidth")
             assert overflow <= width, (path, name, overflow)
             page.screenshot(path=str(ARTIFACTS / f"sources-{label}-{name}.png"),
