@@ -117,9 +117,13 @@ def _owned(qs: QuerySet[Any], conversations: QuerySet[Conversation]) -> QuerySet
     ids = conversations.using(qs.db).values("pk")
     if connections[qs.db].vendor != "sqlite":
         return qs.filter(conversation_id__in=ids)
-    unindexed = Func(F("conversation_id"), template="+%(expressions)s",
-                     output_field=CharField())
-    return qs.filter(In(unindexed, ids))
+    return qs.filter(In(_unindexed("conversation_id"), ids))
+
+
+def _unindexed(column: str) -> Func:
+    """``column`` as SQLite's planner cannot use an index on it (a no-op unary +): it reads the
+    covering index instead of the one that leads with ``column``."""
+    return Func(F(column), template="+%(expressions)s", output_field=CharField())
 
 
 def uses(user: Any, f: Filters) -> QuerySet[SourceUse]:
@@ -177,8 +181,7 @@ def sources(user: Any, f: Filters, *, group: str = "domain", sort: str = "cited"
     if hashed and connections[qs.db].vendor == "sqlite":
         # Else SQLite walks the (key_hash, created_at) index for the groups' order and reads
         # each row from the table; the no-op + has it read the covering index and sort.
-        grouped_qs = qs.annotate(hash_=Func(F("key_hash"), template="+%(expressions)s",
-                                            output_field=CharField()))
+        grouped_qs = qs.annotate(hash_=_unindexed("key_hash"))
         by = "hash_"
     grouped = grouped_qs.values(by).annotate(**_aggregates())
     total = grouped.count()
