@@ -13,8 +13,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import orjson
@@ -50,6 +51,9 @@ def _manage(env: dict[str, str], *command: str) -> str:
     return done.stdout
 
 
+T = TypeVar("T")
+
+
 class Server:
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
@@ -76,6 +80,19 @@ class Server:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def poll(self, read: Callable[[], T], done: Callable[[T], bool], what: Callable[[T], str],
+             within: float = 10.0) -> T:
+        """``read()`` until ``done`` holds of it, failing (with ``what`` of it and the log's
+        end) when it does not within ``within`` seconds of now (a restart that served)."""
+        started = time.monotonic()
+        while True:
+            found = read()
+            if done(found):
+                return found
+            assert time.monotonic() - started < within, (
+                f"{what(found)} {within:g} s after the restart\n" + self.log.read_text()[-3000:])
+            time.sleep(0.1)
 
     def stop(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -172,16 +189,13 @@ def test_a_server_stopped_mid_stream_loses_nothing_the_apps_received(tmp_path, s
         assert all(len(raw) < len(TIDES) for raw in got.values())
 
         restarted = Server(env, log)
-        started = time.monotonic()
         try:
-            while True:
-                turns = _turns(tmp_path / "db.sqlite3")
-                if len(turns) == STREAMS and all(t[0] != "streaming" for t in turns.values()):
-                    break
-                assert time.monotonic() - started < 10, (
-                    f"{sum(t[0] == 'streaming' for t in turns.values())} of {len(turns)} "
-                    "turns still streaming 10 s after the restart\n" + log.read_text()[-3000:])
-                time.sleep(0.1)
+            turns = restarted.poll(
+                lambda: _turns(tmp_path / "db.sqlite3"),
+                lambda found: len(found) == STREAMS
+                and all(t[0] != "streaming" for t in found.values()),
+                lambda found: f"{sum(t[0] == 'streaming' for t in found.values())} of "
+                f"{len(found)} turns still streaming")
         finally:
             restarted.stop(signal.SIGTERM)
     for n in range(STREAMS):
