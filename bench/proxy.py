@@ -1,21 +1,26 @@
 """The recording proxy's cost: M concurrent streaming requests through the proxy vs. the same
 requests direct to the same recorded upstream, in one run.
 
-    uv run python -m bench.proxy [--streams 20] [--rounds 5] [--pace 0.005]
+    uv run python -m bench.proxy [--streams 20] [--rounds 5] [--pace 0.005] [--spread 0]
 
 A recorded upstream (``upstream.recorded``, serving the bundled Anthropic sample as SSE, one
 event every ``--pace`` seconds) runs in its own process; the app runs in a daphne process
 (SQLite, in-memory channel layer: one process), with ``TURNSCOPE_UPSTREAM_ANTHROPIC`` pointed at
-the upstream. Each round sends ``--streams`` requests at once, alternately direct and through
-the proxy (recording included: every proxied stream becomes a stored, published turn).
+the upstream. Each round sends ``--streams`` requests, alternately direct and through the proxy
+(recording included: every proxied stream becomes a stored, published turn): all at once (a
+burst, the default) or starting over ``--spread`` seconds. The client is a lean keep-alive
+HTTP/1.1 one (``Connection``): it shares the cores with both servers.
 
 ``--forward-only`` sends the proxied requests to a path the proxy forwards without recording
 (``/v1/messages/bench``; the recorded upstream answers it the same), which splits the cost of
 forwarding from the cost of recording.
 
-Reported: added time to first byte p50/p99 (proxy minus direct), added total time p50, streams/s
-both ways, the daphne process's CPU per streamed KB, whether any byte differed, and how many
-proxied streams became complete recorded turns (all of them, or the recording fell behind).
+Reported: added time to first byte p50/p99 (proxy minus direct, at the client), added total
+time p50, streams/s both ways, the daphne process's CPU per streamed KB, whether any byte
+differed, and how many proxied streams became complete recorded turns (all of them, or the
+recording fell behind or failed). And where the first byte waits, on the servers' own clocks
+(``bench.proxy_timing``): request in to first bytes out inside the proxy and inside the upstream
+(for the proxy's requests and for the direct ones), and each server's event-loop lag.
 Targets: added TTFB p50 <= 5 ms, p99 <= 20 ms at 20 concurrent streams.
 """
 
@@ -30,6 +35,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -78,11 +85,13 @@ def serve_upstream(port: int, pace: float) -> None:
     from upstream.recorded import RecordedUpstream, by_provider, reply
 
     sample = bundled.sample("anthropic-tides")
+    from bench.proxy_timing import timed
+
     app = RecordedUpstream(respond=by_provider(
         {"anthropic": [reply("anthropic", sample.responses[0].raw.encode())]}), pace=pace)
     app.requests = _Forgetful()  # a bench sends thousands: keep none
     app.sent = _Forgetful()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
+    uvicorn.run(timed(app), host="127.0.0.1", port=port, log_level="warning", lifespan="off",
                 http="h11", server_header=False, date_header=False)
 
 
@@ -114,46 +123,82 @@ def wait_listening(port: int, proc: subprocess.Popen, what: str) -> None:
     raise RuntimeError(f"{what} did not start")
 
 
-async def one(http, url: str, headers: dict[str, str]) -> tuple[float, float, bytes]:
-    started = time.perf_counter()
-    first = None
-    body = bytearray()
-    async with http.stream("POST", url, content=BODY, headers=headers) as response:
-        async for chunk in response.aiter_raw():
-            if first is None:
-                first = time.perf_counter()
-            body += chunk
-    return (first or time.perf_counter()) - started, time.perf_counter() - started, bytes(body)
+class Connection:
+    """One keep-alive HTTP/1.1 connection, as lean as a client can be: the bench's client
+    shares the machine's cores with the upstream and the proxy, and an SDK-grade client (httpx:
+    its parsing, its pool) spent so much of them on 20 streams' chunks that its own queueing
+    was most of the time to first byte it measured, both ways (direct p50 50-60 ms against an
+    upstream that answers in 4)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.request = (f"POST {parts.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                        + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                        + f"Content-Length: {len(BODY)}\r\n\r\n").encode() + BODY
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def one(self, after: float = 0.0) -> tuple[float, float, bytes]:
+        """(time to the body's first byte, total time, the body) of one request, sent
+        ``after`` seconds from now."""
+        if after:
+            await asyncio.sleep(after)
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.reader, self.writer
+        assert reader is not None
+        started = time.perf_counter()
+        writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        fields = {k.strip().lower(): v.strip() for k, _, v in
+                  (line.partition(b":") for line in head.split(b"\r\n")[1:] if line)}
+        first = None
+        body = bytearray()
+        if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                body += await reader.readexactly(size)
+                first = first or time.perf_counter()
+                await reader.readexactly(2)
+            await reader.readuntil(b"\r\n")  # (no trailers are sent)
+        else:
+            body += await reader.readexactly(int(fields[b"content-length"]))
+            first = time.perf_counter()
+        if status != 200 or fields.get(b"connection", b"").lower() == b"close":
+            writer.close()
+            self.writer = None
+        ended = time.perf_counter()
+        return (first or ended) - started, ended - started, bytes(body)
 
 
 async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: str,
                   daphne_pid: int) -> dict[str, object]:
-    import httpx
-
     direct_headers = {"x-api-key": "bench", "anthropic-version": "2023-06-01",
-                      "content-type": "application/json"}
-    proxy_headers = {**direct_headers, "x-turnscope-token": token}
-    pool = args.streams * 2
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+                      "content-type": "application/json", "x-bench-via": "direct"}
+    proxy_headers = {**direct_headers, "x-turnscope-token": token, "x-bench-via": "proxy"}
     results: dict[str, list[tuple[float, float, bytes]]] = {"direct": [], "proxy": []}
     wall = {"direct": 0.0, "proxy": 0.0}
     cpu = 0.0
-    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
-        for url, headers in ((upstream, direct_headers), (proxy, proxy_headers)):  # warm up
-            await asyncio.gather(*[one(http, url, headers) for _ in range(args.streams)])
-        await asyncio.sleep(1.0)  # the warm-up's recordings finish
-        for _ in range(args.rounds):
-            for kind, url, headers in (("direct", upstream, direct_headers),
-                                       ("proxy", proxy, proxy_headers)):
-                before = cpu_seconds(daphne_pid)
-                started = time.perf_counter()
-                got = await asyncio.gather(*[one(http, url, headers)
-                                             for _ in range(args.streams)])
-                wall[kind] += time.perf_counter() - started
-                if kind == "proxy":
-                    await asyncio.sleep(0.5)  # the recorders' last writes count too
-                    cpu += cpu_seconds(daphne_pid) - before
-                results[kind].extend(got)
+    clients = {"direct": [Connection(upstream, direct_headers) for _ in range(args.streams)],
+               "proxy": [Connection(proxy, proxy_headers) for _ in range(args.streams)]}
+    for kind in clients:  # warm up (the connections open)
+        await asyncio.gather(*[c.one() for c in clients[kind]])
+    await asyncio.sleep(1.0)  # the warm-up's recordings finish
+    for server in (upstream, proxy):
+        await timing(server)  # the servers' figures start over
+    for _ in range(args.rounds):
+        for kind in clients:
+            before = cpu_seconds(daphne_pid)
+            started = time.perf_counter()
+            got = await asyncio.gather(*[c.one(i * args.spread / args.streams)
+                                         for i, c in enumerate(clients[kind])])
+            wall[kind] += time.perf_counter() - started
+            if kind == "proxy":
+                await asyncio.sleep(0.5)  # the recorders' last writes count too
+                cpu += cpu_seconds(daphne_pid) - before
+            results[kind].extend(got)
+    inside = {"proxy": await timing(proxy), "upstream": await timing(upstream)}
     direct, proxied = results["direct"], results["proxy"]
     reference = direct[0][2]
     differing = sum(1 for r in direct + proxied if r[2] != reference)
@@ -162,6 +207,7 @@ async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: st
     total = {k: [r[1] * 1000 for r in v] for k, v in results.items()}
     return {
         "streams": args.streams, "rounds": args.rounds, "pace_s": args.pace,
+        "spread_s": args.spread,
         "recording": not args.forward_only,
         "ttfb_ms": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99)}
                     for k, v in ttfb.items()},
@@ -172,8 +218,37 @@ async def measure(args: argparse.Namespace, upstream: str, proxy: str, token: st
         "streams_per_s": {k: len(results[k]) / wall[k] for k in results},
         "server_cpu_ms_per_kb": cpu * 1000 / kb if kb else None,
         "bytes_differing_streams": differing,
+        # the servers' own clocks: request in -> the response's first bytes out
+        "in_server_first_byte_ms": {
+            "proxy": _spread(inside["proxy"]["first_byte_s"].get("proxy", [])),
+            "upstream_for_the_proxy": _spread(inside["upstream"]["first_byte_s"].get("proxy", [])),
+            "upstream_direct": _spread(inside["upstream"]["first_byte_s"].get("direct", []))},
+        "event_loop_lag_ms": {name: _spread(found["loop_lag_s"], top=True)
+                              for name, found in inside.items()},
         "targets": {"added_ttfb_p50_ms": 5, "added_ttfb_p99_ms": 20},
     }
+
+
+async def timing(url: str) -> dict[str, Any]:
+    """A server's figures so far (``bench.proxy_timing``), which it then forgets."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    writer.write(f"GET /__bench_timing HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+                 "Connection: close\r\n\r\n".encode())
+    answer = await reader.read()
+    writer.close()
+    found: dict[str, Any] = json.loads(answer.split(b"\r\n\r\n", 1)[1])  # (Content-Length)
+    return found
+
+
+def _spread(seconds: list[float], top: bool = False) -> dict[str, float] | None:
+    if not seconds:
+        return None
+    ms = [s * 1000 for s in seconds]
+    found = {"p50": percentile(ms, 0.5), "p99": percentile(ms, 0.99)}
+    if top:
+        found["max"] = max(ms)
+    return found
 
 
 def recorded(env: dict[str, str], expected: int) -> dict[str, int]:
@@ -194,6 +269,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pace", type=float, default=0.005, help="seconds between SSE events")
+    parser.add_argument("--spread", type=float, default=0.0,
+                        help="seconds over which a round's requests start (0: all at once)")
     parser.add_argument("--forward-only", action="store_true",
                         help="proxy through a path that is forwarded but not recorded")
     parser.add_argument("--upstream-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -214,7 +291,7 @@ def main() -> None:
         upstream = subprocess.Popen([sys.executable, "-m", "bench.proxy", "--upstream-only",
                                      str(up_port), "--pace", str(args.pace)], cwd=REPO, env=env)
         daphne = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
-                                   str(app_port), "turnscope.asgi:application"], cwd=REPO,
+                                   str(app_port), "bench.proxy_timing:application"], cwd=REPO,
                                   env=env, stdout=subprocess.DEVNULL)
         try:
             wait_listening(up_port, upstream, "the recorded upstream")
