@@ -13,7 +13,7 @@ For each request:
    401 in the provider's error shape, nothing forwarded. ``X-Turnscope-Conversation`` must name
    one of that user's conversations (else 404, nothing forwarded). A body over
    ``TURNSCOPE_PROXY_MAX_BODY_BYTES``: 413, nothing forwarded.
-2. The request goes to the provider (``upstream.client``) with every header the app sent but the
+2. The request goes to the provider (``upstream.forward``) with every header the app sent but the
    hop-by-hop ones, ``Host`` and Turnscope's own (``X-Turnscope-*``, and the browser's ``Cookie``
    and CSRF header: a logged-in browser opening a proxy URL sends them). The provider credentials
    (``x-api-key``, ``Authorization``, ``x-goog-api-key``, ``?key=``, Azure's ``api-key``,
@@ -46,14 +46,13 @@ import re
 import time
 from typing import Any
 
-import httpx
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from proxy import capture, endpoints, paths, priority, threads
 from upstream import client as upstream
-from upstream import errors, hosts
+from upstream import errors, forward, hosts
 
 log = logging.getLogger("turnscope.proxy")
 
@@ -301,20 +300,20 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
                    body: bytes, receive: Any, send: Any, recorder: capture.Capture | None,
                    first: priority.FirstByte) -> None:
     try:
-        response = await upstream.send(method, target, headers=headers, content=body)
-    except httpx.TimeoutException:
+        response = await forward.send(method, target, headers=headers, content=body)
+    except forward.Timeout:
         message = "The provider did not answer in time (Turnscope's proxy gave up)."
         if recorder is not None:
             recorder.failed(504, "upstream_timeout", message)
         await _error(send, provider, 504, "upstream_timeout", message)
         return
-    except httpx.HTTPError as exc:
-        message = f"Turnscope's proxy could not reach the provider ({type(exc).__name__})."
+    except forward.Unreachable as exc:
+        message = f"Turnscope's proxy could not reach the provider ({exc})."
         if recorder is not None:
             recorder.failed(502, "upstream_unreachable", message)
         await _error(send, provider, 502, "upstream_unreachable", message)
         return
-    raw_headers = list(response.headers.raw)
+    raw_headers = response.raw_headers
     if recorder is not None:
         recorder.response(response.status_code, raw_headers)
     me = asyncio.current_task()
@@ -334,7 +333,7 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
     try:
         await send({"type": "http.response.start", "status": response.status_code,
                     "headers": response_headers(raw_headers)})
-        async for chunk in response.aiter_raw():
+        async for chunk in response.iter_raw():
             if recorder is not None:
                 await recorder.append(chunk)  # in the capture log before the app has it
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -349,11 +348,11 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
         # the app disconnected: swallow our own cancellation, the response is over
         if me is not None:
             me.uncancel()
-    except httpx.HTTPError as exc:
+    except forward.BrokeOff as exc:
         # the provider broke off mid-response: so does the app's response, after exactly the
         # bytes it got, without its end (its SDK raises, as it would talking to the provider)
         done = True
-        log.warning("proxy: %s stopped mid-response (%s)", provider, type(exc).__name__)
+        log.warning("proxy: %s stopped mid-response (%s)", provider, exc)
         if recorder is not None:
             recorder.end("cut")
         await _break_off(send)
