@@ -83,9 +83,11 @@ TOKEN_HEADER = b"x-turnscope-token"
 CONVERSATION_HEADER = b"x-turnscope-conversation"
 DECODABLE = ("gzip", "deflate", "identity")
 TOKEN_TTL = 5.0  # seconds a checked token is trusted without asking the database again
+TOKEN_REFRESH = TOKEN_TTL / 2  # older than this, a request starts the next check meanwhile
 
 _TOKEN = re.compile(r"^[A-Za-z0-9]{1,128}$")
-_tokens: dict[str, tuple[float, Any]] = {}
+_tokens: dict[str, tuple[float, Any]] = {}  # key -> (when it was checked, its user)
+_checking: dict[str, asyncio.Task[Any]] = {}  # key -> the check under way
 
 
 def route(path: str) -> tuple[str, str, str] | None:
@@ -128,25 +130,57 @@ def _lookup(key: str) -> Any:
 
 
 async def user_for(key: str) -> Any:
-    """The active user whose Turnscope token is ``key``, or None. A checked token is trusted
-    for ``TOKEN_TTL`` seconds (a deleted token stops working within that time): the lookup is
-    on every request's path to the first byte."""
+    """The active user whose Turnscope token is ``key``, or None; ``Unavailable`` when the
+    database cannot say. The lookup is on every request's path to its first byte, so a checked
+    token is trusted for ``TOKEN_TTL`` seconds (a deleted token stops working within that
+    time), checked again in the background once it is ``TOKEN_REFRESH`` old (a steady client
+    never waits for the database), and requests arriving together share one check (a burst of
+    twenty is one query, not twenty in a queue for the pool's threads)."""
     if not key or not _TOKEN.match(key):
         return None
-    now = time.monotonic()
     hit = _tokens.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    if hit is not None:
+        age = time.monotonic() - hit[0]
+        if age < TOKEN_TTL:
+            if age >= TOKEN_REFRESH:
+                _check(key)
+            return hit[1]
+    # shielded: a request that goes away does not cancel the check the others wait for
+    return await asyncio.shield(_check(key))
+
+
+def _check(key: str) -> asyncio.Task[Any]:
+    """The check of ``key`` under way on this loop, or a new one."""
+    loop = asyncio.get_running_loop()
+    found = _checking.get(key)
+    if found is not None and not found.done() and found.get_loop() is loop:
+        return found
+    task = _checking[key] = loop.create_task(_checked(key))
+
+    def done(finished: asyncio.Task[Any]) -> None:
+        if _checking.get(key) is finished:
+            del _checking[key]
+        if not finished.cancelled():
+            finished.exception()  # a background check's failure is logged in ``_checked``
+
+    task.add_done_callback(done)
+    return task
+
+
+async def _checked(key: str) -> Any:
+    started = time.monotonic()
     # a pool thread, not the database thread the recorders write from: never queued behind them
     try:
         user = await sync_to_async(_lookup, thread_sensitive=False)(key)
     except Exception as exc:
         log.error("proxy: could not check a token (%s)", type(exc).__name__, exc_info=True)
         raise Unavailable from exc
-    if user is not None:
-        if len(_tokens) > 10_000:
-            _tokens.clear()
-        _tokens[key] = (now + TOKEN_TTL, user)
+    if user is None:
+        _tokens.pop(key, None)  # deleted or deactivated: refused from now on
+        return None
+    if len(_tokens) > 10_000:
+        _tokens.clear()
+    _tokens[key] = (started, user)
     return user
 
 
