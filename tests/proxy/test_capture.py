@@ -92,6 +92,40 @@ def test_an_exchange_ends_with_the_chunks_its_app_got(log_, owner):
     assert list(log_.all_chunks(exchange.id)) == chunks[:5]
 
 
+def test_many_exchanges_chunks_in_one_batch_each_land_whole_and_counted(log_, owner):
+    """The writer commits a run of chunks in a statement or a few (``CHUNK_ROWS`` each), the
+    exchanges' counters in one: interleaved exchanges, a run longer than one statement takes,
+    and an end in the middle of the run each come out as if written one by one."""
+    pieces = {name: _split(TIDES, size) for name, size in (("a", 7), ("b", 31), ("c", 500))}
+
+    async def go() -> dict[str, str]:
+        xids = {name: (await log_.open("proxy", {"user": owner.pk}, BODY, instance="test"))
+                for name in pieces}
+        appends = []
+        longest = max(map(len, pieces.values()))
+        for n in range(longest):  # all queued before the writer takes them: few batches
+            for name, chunks in pieces.items():
+                if n < len(chunks) and (name != "c" or n <= 3):
+                    appends.append(log_.append(xids[name], n, chunks[n]))
+            if n == 3:  # c's app went away with two of the four chunks sent
+                appends.append(log_.end(xids["c"], "gone", forwarded=2))
+        await asyncio.gather(*appends)
+        return xids
+
+    assert max(map(len, pieces.values())) > capture.CHUNK_ROWS
+    xids = asyncio.run(go())
+    for name in ("a", "b"):
+        exchange = log_.get(xids[name])
+        assert exchange is not None
+        assert (exchange.chunks, exchange.bytes) == (len(pieces[name]), len(TIDES)), name
+        assert list(log_.all_chunks(exchange.id)) == pieces[name]
+    c = log_.get(xids["c"])
+    assert c is not None
+    # it ended after two chunks went to its app: what came after is not its app's
+    assert (c.state, c.chunks) == ("gone", 2)
+    assert list(log_.all_chunks(c.id)) == pieces["c"][:2]
+
+
 def _record(log_: capture.CaptureLog, exchange: capture.Exchange) -> Turn | None:
     hub = Hub.__new__(Hub)
     hub.log = log_
