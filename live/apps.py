@@ -1,5 +1,12 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.apps import AppConfig
 from django.core import checks
+
+if TYPE_CHECKING:
+    from live.capture import Lag
 
 
 class LiveConfig(AppConfig):
@@ -34,17 +41,21 @@ async def _render_pending() -> None:
     one the requests' database work shares, so a long queue (a big import) delays no page.
     While this process streams live turns it waits (its CPU is theirs: the fan-out's latency
     is what viewers feel, a warm export only saves a later wait), unless a turn has waited
-    ``RENDER_DEFER`` seconds already."""
+    ``RENDER_DEFER`` seconds already. While exchanges wait in the capture log to be recorded
+    it waits too, however long: the recording is what is missing, a warm export is not (under
+    load it took a fifth of the recording threads' time while they caught up)."""
     from asgiref.sync import sync_to_async
     from django.db import connections
 
     from conversations import warming
-    from live import tasks
+    from live import capture, tasks
 
     streaming = tasks.streaming_here() > 0
 
     def round_() -> None:
         try:
+            if recording_behind(capture.get_log().lag()):
+                return
             if not streaming or warming.waited(RENDER_DEFER):
                 warming.drain_for(RENDER_ROUND)
         finally:
@@ -53,6 +64,11 @@ async def _render_pending() -> None:
             connections.close_all()
 
     await sync_to_async(round_, thread_sensitive=False)()
+
+
+def recording_behind(lag: Lag) -> bool:
+    """Exchanges have ended and wait to be recorded (one still streaming does not count)."""
+    return any(count for state, count in lag.by_state.items() if state != "open")
 
 
 def _check_allowed_origins(app_configs, **kwargs):  # type: ignore[no-untyped-def]

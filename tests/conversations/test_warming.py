@@ -225,6 +225,35 @@ def test_the_server_defers_rendering_while_it_streams_live_turns_but_not_for_lon
     assert warming.pending() == 0  # waited long enough: rendered all the same
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_server_defers_rendering_while_exchanges_wait_to_be_recorded(settings, tmp_path):
+    from live import apps, capture
+
+    settings.TURNSCOPE_CAPTURE_PATH = str(tmp_path / "capture.sqlite3")
+    conversation = build_conversation()
+    count = conversation.turns.count()
+    PendingRender.objects.update(queued_at=timezone.now() - timedelta(
+        seconds=apps.RENDER_DEFER + 1))  # however long the turns waited
+    log = capture.get_log()
+
+    async def exchange(state: str) -> str:
+        xid = await log.open("proxy", {}, b"{}", instance="test")
+        if state != "open":
+            await log.end(xid, state)
+        return xid
+
+    asyncio.run(exchange("open"))  # still streaming to its app: not a backlog
+    asyncio.run(apps._render_pending())
+    assert warming.pending() == 0
+    warming.queue(list(conversation.turns.values_list("pk", flat=True)))
+    ended = asyncio.run(exchange("complete"))
+    asyncio.run(apps._render_pending())
+    assert warming.pending() == count  # the recording first
+    capture.mark_recorded(ended)
+    asyncio.run(apps._render_pending())
+    assert warming.pending() == 0
+
+
 def test_the_command_renders_what_is_queued_and_all_of_it_again():
     from io import StringIO
 
