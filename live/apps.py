@@ -1,12 +1,5 @@
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
 from django.apps import AppConfig
 from django.core import checks
-
-if TYPE_CHECKING:
-    from live.capture import Lag
 
 
 class LiveConfig(AppConfig):
@@ -33,6 +26,7 @@ async def _reap_gone() -> None:
 
 RENDER_ROUND = 0.5  # seconds of background rendering per round of the server's loop
 RENDER_DEFER = 60.0  # seconds a queued turn may wait while this process streams live turns
+RENDER_BEHIND = 600.0  # ... while this process's recording catches up (then it is stuck)
 
 
 async def _render_pending() -> None:
@@ -41,20 +35,22 @@ async def _render_pending() -> None:
     one the requests' database work shares, so a long queue (a big import) delays no page.
     While this process streams live turns it waits (its CPU is theirs: the fan-out's latency
     is what viewers feel, a warm export only saves a later wait), unless a turn has waited
-    ``RENDER_DEFER`` seconds already. While exchanges wait in the capture log to be recorded
-    it waits too, however long: the recording is what is missing, a warm export is not (under
-    load it took a fifth of the recording threads' time while they caught up)."""
+    ``RENDER_DEFER`` seconds already. While this process's exchanges wait in the capture log
+    to be recorded it waits too, up to ``RENDER_BEHIND``: the recording is what is missing, a
+    warm export is not (under load rendering took a fifth of the recording threads' time
+    while they caught up)."""
     from asgiref.sync import sync_to_async
     from django.db import connections
 
     from conversations import warming
-    from live import capture, tasks
+    from live import capture, instances, tasks
 
     streaming = tasks.streaming_here() > 0
 
     def round_() -> None:
         try:
-            if recording_behind(capture.get_log().lag()):
+            behind = capture.get_log().waiting(instances.owner()) > 0
+            if behind and not warming.waited(RENDER_BEHIND):
                 return
             if not streaming or warming.waited(RENDER_DEFER):
                 warming.drain_for(RENDER_ROUND)
@@ -64,11 +60,6 @@ async def _render_pending() -> None:
             connections.close_all()
 
     await sync_to_async(round_, thread_sensitive=False)()
-
-
-def recording_behind(lag: Lag) -> bool:
-    """Exchanges have ended and wait to be recorded (one still streaming does not count)."""
-    return any(count for state, count in lag.by_state.items() if state != "open")
 
 
 def _check_allowed_origins(app_configs, **kwargs):  # type: ignore[no-untyped-def]

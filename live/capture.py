@@ -331,6 +331,13 @@ class CaptureLog:
                                  "GROUP BY state").fetchall())
         return Lag(count=count, bytes=size, oldest=oldest, by_state=states)
 
+    def waiting(self, instance: str) -> int:
+        """How many of ``instance``'s exchanges have ended and wait to be recorded."""
+        found: int = self._reader().execute(
+            "SELECT COUNT(*) FROM exchanges WHERE recorded IS NULL AND state != 'open' "
+            "AND instance = ?", (instance,)).fetchone()[0]
+        return found
+
     def pending_for(self, *, turns: list[str] = (), conversation: str = "") -> list[Exchange]:
         """Unrecorded exchanges bound for ``conversation`` or already recording into ``turns``
         (what a conversation's page says is still to be recorded)."""
@@ -381,6 +388,10 @@ def _append_chunks(db: sqlite3.Connection, run: list[tuple[Any, ...]]) -> None:
         found[0] = max(found[0], n + 1)
         found[1] += len(data)
     rows = list(counts.items())
+    if sqlite3.sqlite_version_info < (3, 33):  # no UPDATE ... FROM: a statement per exchange
+        db.executemany("UPDATE exchanges SET chunks = MAX(chunks, ?), bytes = bytes + ? "
+                       "WHERE id = ?", [(chunks, size, xid) for xid, (chunks, size) in rows])
+        return
     for start in range(0, len(rows), CHUNK_ROWS):
         part = rows[start:start + CHUNK_ROWS]
         db.execute("WITH run (id, chunks, bytes) AS (VALUES "

@@ -61,6 +61,9 @@ HOP_BY_HOP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"proxy-connection",
 })
+# Answered here: the server read the whole body before the request goes on, and a client that
+# sees this header waits for the provider's "100 Continue" before it sends the body.
+ANSWERED = frozenset({b"expect"})
 # Turnscope's own: the browser's cookies (its session and CSRF token on this origin), Django's
 # CSRF header and the API's token scheme. None of them is a provider's; they never leave.
 APP_HEADERS = frozenset({b"cookie", b"cookie2", b"x-csrftoken"})
@@ -210,7 +213,8 @@ def forwarded_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, b
     out = []
     for key, value in headers:
         name = key.lower()
-        if (name in HOP_BY_HOP or name in named or name in (b"host", b"content-length")
+        if (name in HOP_BY_HOP or name in named or name in ANSWERED
+                or name in (b"host", b"content-length")
                 or name in APP_HEADERS or name.startswith(b"x-turnscope-")
                 or (name == b"authorization" and value[:6].lower() == API_TOKEN_SCHEME)):
             continue
@@ -340,6 +344,12 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
         if recorder is not None:
             recorder.failed(504, "upstream_timeout", message)
         await _error(send, provider, 504, "upstream_timeout", message)
+        return
+    except forward.Unsendable as exc:
+        message = f"Turnscope's proxy cannot forward this request: {exc}. Nothing was sent."
+        if recorder is not None:
+            recorder.failed(400, "invalid_request_header", message)
+        await _error(send, provider, 400, "invalid_request_header", message)
         return
     except forward.Unreachable as exc:
         message = f"Turnscope's proxy could not reach the provider ({exc})."

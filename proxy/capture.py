@@ -148,7 +148,8 @@ class Capture:
         self.hub.forwarded(self.xid)
 
     def failed(self, status: int, code: str, message: str) -> None:
-        """No response: the upstream was unreachable or timed out (``status`` 502 / 504)."""
+        """No response: the upstream was unreachable or timed out (``status`` 502 / 504), or
+        the request could not be sent as the app sent it (400)."""
         if self._done:
             return
         self.feed.status, self.feed.failure = status, (code, message)

@@ -3,6 +3,7 @@ so a test reads the database its server writes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -20,7 +21,7 @@ class Served:
                                 timeout_graceful_shutdown=1)
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # not the main thread
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -28,6 +29,15 @@ class Served:
                 raise RuntimeError("the test server did not start")
             time.sleep(0.01)
         self.port = self.server.servers[0].sockets[0].getsockname()[1]
+
+    async def _serve(self) -> None:
+        try:
+            await self.server.serve()
+        finally:
+            # the proxy's pool of connections to the providers lives on this loop: closed with it
+            from upstream import forward
+
+            await forward.aclose()
 
     @property
     def url(self) -> str:

@@ -55,6 +55,11 @@ class Unreachable(ForwardError):
     """No response: the connection failed or the provider's answer was not HTTP."""
 
 
+class Unsendable(ForwardError):
+    """A header value that is not UTF-8: aiohttp writes header values as UTF-8, so any other
+    bytes would reach the provider changed. Refused, nothing sent."""
+
+
 class BrokeOff(ForwardError):
     """The response stopped before its end (the connection closed, or fell silent)."""
 
@@ -92,6 +97,10 @@ def session() -> aiohttp.ClientSession:
     loop = asyncio.get_running_loop()
     found = _sessions.get(loop)
     if found is None or found.closed:
+        # A session holds its loop, so a loop that ended without ``aclose`` stays here: let go
+        # of those (their sockets close with them).
+        for ended in [other for other in _sessions if other.is_closed()]:
+            del _sessions[ended]
         found = _sessions[loop] = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -111,8 +120,12 @@ def _timeout() -> aiohttp.ClientTimeout:
 async def send(method: str, target: str, *, headers: Sequence[tuple[bytes, bytes]] = (),
                content: bytes = b"") -> Response:
     """Send a request; the response once its headers are in. Raises ``Timeout`` (connect or
-    first byte) and ``Unreachable``."""
-    sent = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in headers)
+    first byte), ``Unreachable`` and ``Unsendable``."""
+    try:
+        # UTF-8 both ways: what aiohttp writes is then the app's bytes, exactly
+        sent = CIMultiDict((k.decode("latin-1"), v.decode("utf-8")) for k, v in headers)
+    except UnicodeDecodeError as exc:
+        raise Unsendable("a header value is not UTF-8") from exc
     try:
         response = await session().request(
             method, URL(target, encoded=True), headers=sent, data=content or None,

@@ -225,33 +225,46 @@ def test_the_server_defers_rendering_while_it_streams_live_turns_but_not_for_lon
     assert warming.pending() == 0  # waited long enough: rendered all the same
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_server_defers_rendering_while_exchanges_wait_to_be_recorded(settings, tmp_path):
-    from live import apps, capture
-
+@pytest.fixture(autouse=True)
+def _own_capture_log(settings, tmp_path):
+    """The server's rounds read the capture log: this test's own, not one other tests left
+    exchanges in."""
     settings.TURNSCOPE_CAPTURE_PATH = str(tmp_path / "capture.sqlite3")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_server_defers_rendering_while_its_exchanges_wait_to_be_recorded():
+    from live import apps, capture, instances
+
     conversation = build_conversation()
     count = conversation.turns.count()
-    PendingRender.objects.update(queued_at=timezone.now() - timedelta(
-        seconds=apps.RENDER_DEFER + 1))  # however long the turns waited
     log = capture.get_log()
 
-    async def exchange(state: str) -> str:
-        xid = await log.open("proxy", {}, b"{}", instance="test")
+    async def exchange(state: str, instance: str) -> str:
+        xid = await log.open("proxy", {}, b"{}", instance=instance)
         if state != "open":
             await log.end(xid, state)
         return xid
 
-    asyncio.run(exchange("open"))  # still streaming to its app: not a backlog
-    asyncio.run(apps._render_pending())
-    assert warming.pending() == 0
-    warming.queue(list(conversation.turns.values_list("pk", flat=True)))
-    ended = asyncio.run(exchange("complete"))
-    asyncio.run(apps._render_pending())
-    assert warming.pending() == count  # the recording first
+    def rendered_after(*exchanges: tuple[str, str]) -> bool:
+        for state, instance in exchanges:
+            asyncio.run(exchange(state, instance))
+        asyncio.run(apps._render_pending())
+        left = warming.pending()
+        warming.queue(list(conversation.turns.values_list("pk", flat=True)))
+        return left == 0
+
+    here = instances.owner()
+    # one still streaming to its app, one another process has to record: not this one's backlog
+    assert rendered_after(("open", here), ("complete", "another-server"))
+    ended = asyncio.run(exchange("complete", here))
+    assert not rendered_after()  # the recording first
+    assert warming.pending() == count
+    PendingRender.objects.update(queued_at=timezone.now() - timedelta(
+        seconds=apps.RENDER_BEHIND + 1))
+    assert rendered_after()  # a recording stuck that long holds nothing back
     capture.mark_recorded(ended)
-    asyncio.run(apps._render_pending())
-    assert warming.pending() == 0
+    assert rendered_after()
 
 
 def test_the_command_renders_what_is_queued_and_all_of_it_again():

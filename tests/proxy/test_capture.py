@@ -126,6 +126,33 @@ def test_many_exchanges_chunks_in_one_batch_each_land_whole_and_counted(log_, ow
     assert list(log_.all_chunks(c.id)) == pieces["c"][:2]
 
 
+@pytest.mark.parametrize("old_sqlite", [False, True])
+def test_a_run_longer_than_one_statement_holds_is_written_whole(tmp_path, monkeypatch,
+                                                                old_sqlite):
+    """``_apply_batch`` itself, whatever the writer thread's batches happen to be: a run of
+    more chunks than one insert takes, over two exchanges, on an SQLite with ``UPDATE ...
+    FROM`` and on one without (before 3.33)."""
+    if old_sqlite:
+        monkeypatch.setattr(capture.sqlite3, "sqlite_version_info", (3, 31, 1))
+    capture.CaptureLog(tmp_path / "log.sqlite3")  # the schema
+    db = sqlite3.connect(tmp_path / "log.sqlite3", isolation_level=None)
+    for xid in ("a", "b"):
+        db.execute("INSERT INTO exchanges (id, kind, instance, opened, meta) "
+                   "VALUES (?, 'proxy', 'test', 0, '{}')", (xid,))
+    count = capture.CHUNK_ROWS * 2 + 7
+    ops = [("chunk", "ab"[n % 2], n // 2, bytes([n % 256]) * (n % 5 + 1)) for n in range(count)]
+    db.execute("BEGIN")
+    capture._apply_batch(db, ops)
+    db.execute("COMMIT")
+    for xid in ("a", "b"):
+        mine = [op for op in ops if op[1] == xid]
+        assert db.execute("SELECT chunks, bytes FROM exchanges WHERE id = ?", (xid,)
+                          ).fetchone() == (len(mine), sum(len(op[3]) for op in mine))
+        assert [bytes(d) for (d,) in db.execute(
+            "SELECT data FROM chunks WHERE exchange = ? ORDER BY n", (xid,))] == [
+            op[3] for op in mine]
+
+
 def _record(log_: capture.CaptureLog, exchange: capture.Exchange) -> Turn | None:
     hub = Hub.__new__(Hub)
     hub.log = log_

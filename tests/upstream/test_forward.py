@@ -72,6 +72,30 @@ def test_headers_the_app_sent_go_as_sent():
     assert request.header("content-type") == "application/json"
 
 
+def test_a_utf8_header_value_goes_byte_for_byte_and_other_bytes_are_refused():
+    upstream = RecordedUpstream()
+    upstream.add(Reply(chunks=SSE))
+    value = "café ☕".encode()
+    _run(upstream, lambda url: _read(url, [(b"x-title", value)]))
+    [request] = upstream.requests
+    assert request.header("x-title").encode("latin-1") == value  # (the server reads latin-1)
+
+    async def latin1(url: str) -> None:
+        await forward.send("POST", url + "/v1/messages", headers=[(b"x-title", b"caf\xe9")],
+                           content=BODY)
+
+    with pytest.raises(forward.Unsendable):
+        _run(upstream, latin1)
+    assert len(upstream.requests) == 1  # nothing sent
+
+
+def test_an_expect_header_is_answered_by_the_proxy_not_forwarded():
+    from proxy.app import forwarded_headers
+
+    sent = forwarded_headers([(b"Expect", b"100-continue"), (b"x-api-key", b"k")])
+    assert sent == [(b"x-api-key", b"k")]
+
+
 def test_the_url_is_sent_as_built_and_the_query_as_it_came():
     upstream = RecordedUpstream()
     upstream.add(Reply(chunks=SSE))
