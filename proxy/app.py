@@ -339,23 +339,11 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
                    first: priority.FirstByte) -> None:
     try:
         response = await forward.send(method, target, headers=headers, content=body)
-    except forward.Timeout:
-        message = "The provider did not answer in time (Turnscope's proxy gave up)."
+    except (forward.Timeout, forward.Unsendable, forward.Unreachable) as exc:
+        status, code, message = _not_forwarded(exc)
         if recorder is not None:
-            recorder.failed(504, "upstream_timeout", message)
-        await _error(send, provider, 504, "upstream_timeout", message)
-        return
-    except forward.Unsendable as exc:
-        message = f"Turnscope's proxy cannot forward this request: {exc}. Nothing was sent."
-        if recorder is not None:
-            recorder.failed(400, "invalid_request_header", message)
-        await _error(send, provider, 400, "invalid_request_header", message)
-        return
-    except forward.Unreachable as exc:
-        message = f"Turnscope's proxy could not reach the provider ({exc})."
-        if recorder is not None:
-            recorder.failed(502, "upstream_unreachable", message)
-        await _error(send, provider, 502, "upstream_unreachable", message)
+            recorder.failed(status, code, message)
+        await _error(send, provider, status, code, message)
         return
     raw_headers = response.raw_headers
     if recorder is not None:
@@ -406,6 +394,17 @@ async def _forward(provider: str, method: str, target: str, headers: list[tuple[
             recorder.end("gone")
         with contextlib.suppress(Exception):
             await asyncio.shield(response.aclose())
+
+
+def _not_forwarded(exc: forward.ForwardError) -> tuple[int, str, str]:
+    """The app's answer (status, code, message) to a request that got no response."""
+    if isinstance(exc, forward.Timeout):
+        return (504, "upstream_timeout",
+                "The provider did not answer in time (Turnscope's proxy gave up).")
+    if isinstance(exc, forward.Unsendable):
+        return (400, "invalid_request_header",
+                f"Turnscope's proxy cannot forward this request: {exc}. Nothing was sent.")
+    return 502, "upstream_unreachable", f"Turnscope's proxy could not reach the provider ({exc})."
 
 
 class ResponseCut(Exception):
