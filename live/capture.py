@@ -377,28 +377,30 @@ def _apply_batch(db: sqlite3.Connection, ops: list[tuple[Any, ...]]) -> None:
 
 
 def _append_chunks(db: sqlite3.Connection, run: list[tuple[Any, ...]]) -> None:
-    for start in range(0, len(run), CHUNK_ROWS):
-        part = run[start:start + CHUNK_ROWS]
-        db.execute("INSERT OR IGNORE INTO chunks (exchange, n, data) VALUES "
-                   + ", ".join(["(?, ?, ?)"] * len(part)),
-                   [value for _, xid, n, data in part for value in (xid, n, data)])
+    _each_values(db, "INSERT OR IGNORE INTO chunks (exchange, n, data) VALUES {values}",
+                 [(xid, n, data) for _, xid, n, data in run])
     counts: dict[str, list[int]] = {}  # exchange -> [chunks so far, bytes added]
     for _, xid, n, data in run:
         found = counts.setdefault(xid, [0, 0])
         found[0] = max(found[0], n + 1)
         found[1] += len(data)
-    rows = list(counts.items())
+    rows = [(xid, chunks, size) for xid, (chunks, size) in counts.items()]
     if sqlite3.sqlite_version_info < (3, 33):  # no UPDATE ... FROM: a statement per exchange
         db.executemany("UPDATE exchanges SET chunks = MAX(chunks, ?), bytes = bytes + ? "
-                       "WHERE id = ?", [(chunks, size, xid) for xid, (chunks, size) in rows])
+                       "WHERE id = ?", [(chunks, size, xid) for xid, chunks, size in rows])
         return
+    _each_values(db, "WITH run (id, chunks, bytes) AS (VALUES {values}) UPDATE exchanges SET "
+                 "chunks = MAX(exchanges.chunks, run.chunks), bytes = exchanges.bytes + "
+                 "run.bytes FROM run WHERE exchanges.id = run.id", rows)
+
+
+def _each_values(db: sqlite3.Connection, sql: str, rows: list[tuple[Any, Any, Any]]) -> None:
+    """``sql`` with its ``{values}`` list holding ``rows`` (three values each), as few
+    statements as SQLite's limit on parameters allows (``CHUNK_ROWS`` rows each)."""
     for start in range(0, len(rows), CHUNK_ROWS):
         part = rows[start:start + CHUNK_ROWS]
-        db.execute("WITH run (id, chunks, bytes) AS (VALUES "
-                   + ", ".join(["(?, ?, ?)"] * len(part))
-                   + ") UPDATE exchanges SET chunks = MAX(exchanges.chunks, run.chunks), "
-                   "bytes = exchanges.bytes + run.bytes FROM run WHERE exchanges.id = run.id",
-                   [value for xid, (chunks, size) in part for value in (xid, chunks, size)])
+        db.execute(sql.format(values=", ".join(["(?, ?, ?)"] * len(part))),
+                   [value for row in part for value in row])
 
 
 def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
