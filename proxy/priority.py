@@ -25,9 +25,8 @@ from collections.abc import Iterator
 
 # bench.proxy (with its earlier httpx client), 20 streams x 10 rounds, A/B on 2 idle cores (added
 # TTFB p50 / p99, ms): 0.01 s and 0.05 s gave 13-25 / 18-111; 0.03 s and 0.25 s give 12-16 /
-# 22-25. A burst's first bytes
-# arrive over tens of milliseconds, and the recorders' database work between two yields is not
-# interruptible: they wait for the whole burst, not a gap inside it.
+# 22-25. A burst's first bytes arrive over tens of milliseconds, and the recorders' database
+# work between two yields is not interruptible: they wait for the whole burst, not a gap in it.
 QUIET = 0.03  # seconds without a waiting request before recording goes on
 MAX_YIELD = 0.25  # seconds a recorder waits at most, then as long unhindered
 
