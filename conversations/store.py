@@ -47,7 +47,7 @@ from streams.builder import EventRecord, storable
 # (and the test that compares COLUMNS with the models) name them here.
 __all__ = [
     "ALLOCATED", "COLUMNS", "REUSE_PAYLOAD_BYTES", "ConversationBusy", "Deleted",
-    "NewConversation", "NewTurn", "TurnFinished", "all_or_nothing", "append_events",
+    "NewConversation", "NewTurn", "TurnFinished", "all_or_nothing", "append_events", "atomic",
     "copy_turns", "create_conversation", "delete_conversation", "finish_turn", "open_turns",
     "record_fork", "record_turns", "rename_conversation", "resume_turn", "set_owner",
     "set_provenance", "user_turn",
@@ -145,9 +145,10 @@ def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
     using = router.db_for_write(Event)
     connection = connections[using]
     tables = Tables.of(connection)
-    with _atomic(using), connection.cursor() as cursor:
+    with atomic(using), connection.cursor() as cursor:
         rows = Rows(tables, connection, turn.conversation_id)
-        first_seq = tables.reserve(cursor, turn.conversation_id, len(records), rows.stamp)
+        first_seq, rows.owner_id = tables.reserve(cursor, turn.conversation_id, len(records),
+                                                  rows.stamp)
         rows.events(turn.pk, records, range(first_seq, first_seq + len(records)))
         rows.write(cursor)
     return rows.written(turn, using)
@@ -209,7 +210,7 @@ def finish_turn(
     params = [status, end_reason, connection.ops.adapt_datetimefield_value(turn.completed_at)]
     if responses:
         params.append(turn.responses)
-    with _atomic(router.db_for_write(Turn)), connection.cursor() as cursor:
+    with atomic(router.db_for_write(Turn)), connection.cursor() as cursor:
         cursor.execute(tables.finish_sql[bool(responses)], [*params, tables.uuid(turn.pk)])
         finished = cursor.rowcount
         if finished:
@@ -250,7 +251,7 @@ def copy_turns(source: Conversation, turns: Sequence[Turn], into: NewConversatio
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = Tables.of(connection)
-    with _atomic(using), connection.cursor() as cursor:
+    with atomic(using), connection.cursor() as cursor:
         rows = Rows(tables, connection, None)
         conversation = rows.conversation_row(into)
         tables.insert_conversation(cursor, conversation, rows)  # next_seq is bumped below
@@ -334,9 +335,10 @@ def all_or_nothing(using: str = "default") -> Iterator[None]:
         _ALL_OR_NOTHING.reset(token)
 
 
-def _atomic(using: str) -> transaction.Atomic:
+def atomic(using: str = "default") -> transaction.Atomic:
     """A write's transaction: its own, or a savepoint in the caller's (so a caller that
-    catches the failure goes on), but not inside ``all_or_nothing``."""
+    catches the failure goes on), but not inside ``all_or_nothing``. Writers of rows beside
+    the log (a turn's recording, its heartbeat) take theirs here too, for the same reason."""
     return transaction.atomic(using=using, savepoint=not _ALL_OR_NOTHING.get())
 
 
@@ -347,7 +349,7 @@ def _record_turns(
     using = router.db_for_write(Conversation)
     connection = connections[using]
     tables = Tables.of(connection)
-    with _atomic(using), connection.cursor() as cursor:
+    with atomic(using), connection.cursor() as cursor:
         rows = Rows(tables, connection, None)
         rows.reuse_payloads = reuse_payloads
         new = isinstance(conversation, NewConversation)
@@ -356,7 +358,7 @@ def _record_turns(
             index, seq = 0, 1
         else:
             rows.conversation_id = tables.uuid(conversation.pk)
-            index, seq = tables.lock(cursor, conversation.pk)
+            index, seq, rows.owner_id = tables.lock(cursor, conversation.pk)
         made: list[Turn] = []
         for offset, spec in enumerate(turns):
             count = len(spec.records)

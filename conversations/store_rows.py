@@ -267,7 +267,13 @@ class Rows:
             (tables.payload_sql, self.payloads),
             (tables.event_sql, self.event_rows),
         ):
-            if rows:
+            if not rows:
+                continue
+            if self.connection.vendor == "postgresql":
+                # A statement for many rows: executemany sends one a row, each bound and
+                # quoted on its own (a recording's dozens of events: a fifth of its time).
+                search.insert_rows(cursor, sql, rows)
+            else:  # SQLite runs executemany's one prepared statement a row, in C
                 cursor.executemany(sql, rows)
         # The admin's search of sources indexes them by trigger: few statements, not one a row.
         search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
@@ -343,8 +349,9 @@ class Tables:
         where = f" WHERE {quote('id')} = %s AND {quote('status')} = 'streaming'"
         # (without, with) the responses column
         self.finish_sql = (finish + where, finish + f", {quote('responses')} = %s" + where)
+        # Both read the owner under the row lock: the search counts are kept per owner.
         self.lock_sql = (
-            f"SELECT {quote('next_seq')} FROM {conversations_table} "
+            f"SELECT {quote('next_seq')}, {quote('owner_id')} FROM {conversations_table} "
             f"WHERE {quote('id')} = %s{self.for_update}"
         )
         self.count_sql = (
@@ -359,7 +366,8 @@ class Tables:
         # from 3.35, return the updated value); otherwise a locking read, then the update.
         self.reserve_sql = (
             f"UPDATE {conversations_table} SET {quote('next_seq')} = {quote('next_seq')} + %s, "
-            f"{quote('updated_at')} = %s WHERE {quote('id')} = %s RETURNING {quote('next_seq')}"
+            f"{quote('updated_at')} = %s WHERE {quote('id')} = %s "
+            f"RETURNING {quote('next_seq')}, {quote('owner_id')}"
         ) if _update_returning(connection) else None
 
     @classmethod
@@ -374,27 +382,30 @@ class Tables:
             value = uuid.UUID(str(value))
         return value if self.native_uuid else value.hex
 
-    def lock(self, cursor: Any, conversation_id: Any) -> tuple[int, int]:
-        """Lock the conversation's row; return its next turn index and next event seq."""
+    def lock(self, cursor: Any, conversation_id: Any) -> tuple[int, int, Any]:
+        """Lock the conversation's row; return its next turn index, next event seq and
+        owner."""
         key = self.uuid(conversation_id)
         cursor.execute(self.lock_sql, [key])
         row = cursor.fetchone()
         if row is None:
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
         cursor.execute(self.count_sql, [key])
-        return cursor.fetchone()[0], row[0]
+        return cursor.fetchone()[0], row[0], row[1]
 
-    def reserve(self, cursor: Any, conversation_id: Any, count: int, stamp: Any) -> int:
-        """Reserve ``count`` seqs of the conversation (locking its row); return the first."""
+    def reserve(self, cursor: Any, conversation_id: Any, count: int, stamp: Any
+                ) -> tuple[int, Any]:
+        """Reserve ``count`` seqs of the conversation (locking its row); return the first and
+        the conversation's owner."""
         if self.reserve_sql is None:
-            first = self.lock(cursor, conversation_id)[1]
+            _, first, owner_id = self.lock(cursor, conversation_id)
             self.bump(cursor, conversation_id, first + count, stamp)
-            return first
+            return first, owner_id
         cursor.execute(self.reserve_sql, [count, stamp, self.uuid(conversation_id)])
         row = cursor.fetchone()
         if row is None:
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-        return row[0] - count
+        return row[0] - count, row[1]
 
     def bump(self, cursor: Any, conversation_id: Any, next_seq: int, stamp: Any) -> None:
         cursor.execute(self.bump_sql, [next_seq, stamp, self.uuid(conversation_id)])

@@ -45,12 +45,12 @@ def open_turns(
         specs = [store.NewTurn(Turn.Role.USER, redaction.redact_records(prompt))] if prompt else []
     specs.append(store.NewTurn(Turn.Role.AGENT, (), status=Turn.Status.STREAMING,
                                agent_id=agent_id))
-    with transaction.atomic():
+    with store.atomic():
         opened = store.open_turns(conversation, specs)
         recovery.beat(opened[-1][0].pk, beat_info())  # alive from its first moment
-        if exchange is not None:
+        if exchange is not None:  # (next_seq as open_turns' row lock left it)
             RecordedExchange.objects.create(id=exchange, turn=opened[-1][0],
-                                            base_seq=last_seq(conversation))
+                                            base_seq=conversation.next_seq - 1)
         if recording:
             provider, responses = recording
             Recording.objects.create(

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections
 from django.db.utils import InterfaceError, OperationalError
 
 import providers
@@ -149,7 +149,9 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         except RecordingFailed as exc:
             reason = str(exc)
     request = request_of(exchange.request)
-    with transaction.atomic():
+    # One transaction, and the writes in it take no savepoints of their own (all or nothing:
+    # a failure is retried whole): a recording from the log costs a few dozen statements.
+    with store.all_or_nothing():
         row = RecordedExchange.objects.select_for_update().filter(pk=exchange.id).first()
         if row is not None and row.done:
             return row.turn, []  # recorded already: nothing changes
@@ -167,8 +169,8 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
             else:
                 opened = turn_writes.open_turns(placement.conversation, placement.prompt, None,
                                                 exchange=exchange.id)
-                out.extend(turn_messages.opened_messages(
-                    opened, turn_writes.last_seq(placement.conversation)))
+                out.extend(turn_messages.opened_messages(  # next_seq as open_turns left it
+                    opened, placement.conversation.next_seq - 1))
             row = RecordedExchange.objects.get(pk=exchange.id)
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=row.turn_id)
         conversation = turn.conversation

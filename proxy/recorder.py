@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import transaction
 
 import providers
+from conversations import store
 from conversations.models import Conversation, Turn
 from guards import redaction
 from live import capture as capture_log
@@ -381,7 +381,7 @@ def keep(turn: Turn, conversation: Conversation, provider: str, response: WireRe
     """Keep the response behind the turn (after the ones it continues), index the
     conversation's history for the next request, and mark the exchange recorded: one
     transaction."""
-    with transaction.atomic():
+    with store.atomic():
         if response is not None:
             existing = Recording.objects.select_for_update().filter(turn=turn).first()
             if existing is None:

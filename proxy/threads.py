@@ -110,9 +110,11 @@ def remember(conversation: Conversation) -> None:
     """Index the conversation's history as it stands now, for the next request to find."""
     from django.utils import timezone
 
-    Thread.objects.update_or_create(
-        conversation=conversation,
-        defaults={"owner_id": conversation.owner_id,
-                  "key": history_key(stored_history(conversation)),
-                  "updated_at": timezone.now()},
+    # One upsert (not update_or_create's locking read, savepoint and write): this runs for
+    # every recorded exchange.
+    Thread.objects.bulk_create(
+        [Thread(conversation=conversation, owner_id=conversation.owner_id,
+                key=history_key(stored_history(conversation)), updated_at=timezone.now())],
+        update_conflicts=True, unique_fields=["conversation"],
+        update_fields=["owner", "key", "updated_at"],
     )

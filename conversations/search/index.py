@@ -106,6 +106,12 @@ class _Sql:
                    "VALUES (%s, %s, %s)"
         self.facet = (f"INSERT INTO {facets} ({q('conversation_id')}, {q('kind')}, {q('value')})"
                       " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING")
+        # Many facets in one statement that returns the ones it inserted (PostgreSQL, and
+        # SQLite from 3.35); None: one statement a facet, its row count saying.
+        self.facets_returning = (
+            f"INSERT INTO {facets} ({q('conversation_id')}, {q('kind')}, {q('value')}) VALUES "
+            "{rows} ON CONFLICT DO NOTHING RETURNING " + f"{q('kind')}, {q('value')}"
+        ) if connection.features.can_return_rows_from_bulk_insert else None
         self.count_up = (
             f"INSERT INTO {counts} ({q('owner_key')}, {q('kind')}, {q('value')}, "
             f"{q('conversations')}) VALUES (%s, %s, %s, %s) ON CONFLICT ({q('owner_key')}, "
@@ -140,6 +146,9 @@ class _Sql:
         return sql
 
 
+# Facets per statement (three parameters each) where one statement returns what it inserted.
+_FACETS_PER_STATEMENT = 300
+
 # Parameters per statement in ``insert_indexed``: under SQLite's and PostgreSQL's limits
 # (32,766 and 65,535).
 _PARAMS_PER_STATEMENT = 30_000
@@ -165,7 +174,7 @@ def inserts_gathered() -> Iterator[None]:
         _GATHERED.reset(token)
     for (alias, sql), rows in gathered.items():
         with connections[alias].cursor() as cursor:
-            _insert_rows(cursor, sql, rows)
+            insert_rows(cursor, sql, rows)
 
 
 def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -179,10 +188,12 @@ def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None
     if gathered is not None:
         gathered.setdefault((cursor.db.alias, sql), []).extend(rows)
         return
-    _insert_rows(cursor, sql, rows)
+    insert_rows(cursor, sql, rows)
 
 
-def _insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``rows`` through ``sql`` (an ``INSERT ... VALUES (%s, ...)`` of one row), now, in as few
+    statements as the database's parameter limit allows."""
     if not rows:
         return
     head, _, marks = sql.rpartition(" VALUES ")
@@ -212,6 +223,16 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
         cursor.executemany(sql.facet, [(conversation_id, kind, value)
                                        for kind, value in pending.facets])
         new = [(kind, value) for kind, value in pending.facets if kind in COUNTED]
+    elif pending.facets and sql.facets_returning:
+        # What the statement inserted is what is new (a facet the conversation has, or a
+        # concurrent writer inserted, is a no-op here and is not counted again).
+        facets = list(pending.facets)
+        for start in range(0, len(facets), _FACETS_PER_STATEMENT):
+            chunk = facets[start:start + _FACETS_PER_STATEMENT]
+            cursor.execute(sql.facets_returning.format(rows=", ".join(["(%s, %s, %s)"] *
+                                                                      len(chunk))),
+                           [v for kind, value in chunk for v in (conversation_id, kind, value)])
+            new.extend((kind, value) for kind, value in cursor.fetchall() if kind in COUNTED)
     elif pending.facets:
         cursor.execute(sql.existing, [conversation_id])
         known = set(cursor.fetchall())

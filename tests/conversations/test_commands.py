@@ -175,7 +175,7 @@ def test_ingest_each_tells_the_progress_only_what_was_committed(owner, monkeypat
     from conversations import ingest as ingest_module
     from conversations.search import index as search_index
 
-    insert, failures = search_index._insert_rows, []
+    insert, failures = search_index.insert_rows, []
 
     def fails_once(cursor, sql, rows):
         if not failures:
@@ -183,7 +183,7 @@ def test_ingest_each_tells_the_progress_only_what_was_committed(owner, monkeypat
             raise ingest_module.DatabaseError("the batch's end failed")
         insert(cursor, sql, rows)
 
-    monkeypatch.setattr(search_index, "_insert_rows", fails_once)
+    monkeypatch.setattr(search_index, "insert_rows", fails_once)
     files = [ingest_module.ResponseFile(f"r{i}.jsonl", (GOOD % i).encode()) for i in range(3)]
     told: list = []
     results = list(ingest_module.ingest_each("anthropic", files, owner=owner, done=told.append))
