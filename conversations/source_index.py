@@ -176,8 +176,9 @@ _ROWS_PER_STATEMENT = 500  # 12 parameters a row: well within SQLite's limit
 
 @lru_cache(maxsize=8)
 def _many_sql(alias: str, count: int) -> str:
-    """SQLite: the upsert of ``count`` rows in one statement (a statement a row was most of
-    what keeping these rows cost a bulk ingest: bench.sources --ingest)."""
+    """The upsert of ``count`` rows in one statement (a statement a row was most of what
+    keeping these rows cost a bulk ingest on SQLite, bench.sources --ingest, and a round trip
+    a row on PostgreSQL)."""
     connection = connections[alias]
     q = connection.ops.quote_name
     turns = q(Turn._meta.db_table)
@@ -193,14 +194,11 @@ def _many_sql(alias: str, count: int) -> str:
 
 def write(cursor: Any, connection: Any, pending: Pending) -> None:
     """Add ``pending``'s counts to the rows (after the write's turns are inserted)."""
-    if pending.uses and connection.vendor == "sqlite":
-        rows = pending.rows()
-        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-            chunk = rows[start:start + _ROWS_PER_STATEMENT]
-            cursor.execute(_many_sql(connection.alias, len(chunk)),
-                           [value for row in chunk for value in row])
-    elif pending.uses:
-        cursor.executemany(_sql(connection.alias)[0], pending.rows())
+    rows = pending.rows()
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+        chunk = rows[start:start + _ROWS_PER_STATEMENT]
+        cursor.execute(_many_sql(connection.alias, len(chunk)),
+                       [value for row in chunk for value in row])
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],
                            [[activity, turn] for turn, activity in pending.searches])

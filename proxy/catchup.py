@@ -158,6 +158,7 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         out: list[dict[str, Any]] = []
         if row is None and exchange.kind in capture.RUNNER_KINDS:
             return None, []  # a live call's or replay's turn, deleted since: nothing to record
+        opened_here = row is None  # then the turn holds nothing of this response yet
         if row is None:
             user, conversation = _owner_and_conversation(meta)
             read = messages.read(provider, meta["endpoint"], request, meta.get("api_version"),
@@ -176,7 +177,8 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         conversation = turn.conversation
         events: list[Event] = []
         if turn.status == Turn.Status.STREAMING:
-            events = _finish(turn, row, exchange, raw, request, reason, too_large)
+            events = _finish(turn, row, exchange, raw, request, reason, too_large,
+                             held=0 if opened_here else None)
         response = None
         if reason is None and exchange.kind not in capture.RUNNER_KINDS:  # kept, or none
             response = sources.WireResponse(
@@ -195,8 +197,10 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
 
 
 def _finish(turn: Turn, row: RecordedExchange, exchange: capture.Exchange, raw: list[bytes],
-            request: Any, reason: str | None, too_large: bool = False) -> list[Event]:
-    """Append what the turn does not hold yet of this response, and finish it."""
+            request: Any, reason: str | None, too_large: bool = False,
+            held: int | None = None) -> list[Event]:
+    """Append what the turn does not hold yet of this response, and finish it. ``held``: how
+    many of its events the turn holds, when known (None: counted here)."""
     stream = TurnStream(on_unreadable="cut", limits=turn_limits())
     if row.prime_seq is not None:
         [stored] = sources.event_responses(turn, until_seq=row.prime_seq)
@@ -206,7 +210,8 @@ def _finish(turn: Turn, row: RecordedExchange, exchange: capture.Exchange, raw: 
                                         if reason is None
                                         else iter(())):
         records.extend(completed)
-    held = Event.objects.filter(turn=turn, seq__gt=row.base_seq).count()
+    if held is None:
+        held = Event.objects.filter(turn=turn, seq__gt=row.base_seq).count()
     new = records[held:]
     if reason is not None:
         new = [EventRecord("error", body=ErrorBody(

@@ -192,19 +192,37 @@ def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None
 
 
 def insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-    """``rows`` through ``sql`` (an ``INSERT ... VALUES (%s, ...)`` of one row), now, in as few
-    statements as the database's parameter limit allows."""
+    """``rows`` through ``sql`` (an ``INSERT ... VALUES (%s, ...)`` of one row, and what
+    follows it: ``ON CONFLICT ...``), now, in as few statements as the database's parameter
+    limit allows. An upsert's rows must differ in its conflict target (a statement may not
+    update a row twice)."""
     if not rows:
         return
     head, _, marks = sql.rpartition(" VALUES ")
+    close = _closing(marks)
+    marks, tail = marks[:close + 1], marks[close + 1:]
     limit = _PARAMS_PER_STATEMENT
     if cursor.db.vendor == "sqlite":  # 999 before SQLite 3.32 (Django supports 3.31)
         limit = min(limit, cursor.db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
     per = max(1, limit // len(rows[0]))
     for start in range(0, len(rows), per):
         chunk = rows[start:start + per]
-        cursor.execute(f"{head} VALUES {', '.join([marks] * len(chunk))}",
+        cursor.execute(f"{head} VALUES {', '.join([marks] * len(chunk))}{tail}",
                        [value for row in chunk for value in row])
+
+
+def _closing(marks: str) -> int:
+    """Where the row's ``( ... )`` at the start of ``marks`` closes (it may hold a
+    parenthesized expression)."""
+    depth = 0
+    for at, char in enumerate(marks):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return at
+    raise ValueError(f"no row of values in {marks!r}")
 
 
 def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
@@ -219,9 +237,9 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
         insert_indexed(cursor, sql.doc, [(conversation_id, source, body)
                                          for source, body in pending.docs])
     new: list[tuple[str, str]] = []
-    if pending.fresh:
-        cursor.executemany(sql.facet, [(conversation_id, kind, value)
-                                       for kind, value in pending.facets])
+    if pending.fresh:  # all its facets are new
+        insert_rows(cursor, sql.facet, [(conversation_id, kind, value)
+                                        for kind, value in pending.facets])
         new = [(kind, value) for kind, value in pending.facets if kind in COUNTED]
     elif pending.facets and sql.facets_returning:
         # What the statement inserted is what is new (a facet the conversation has, or a
@@ -249,8 +267,8 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
             cursor.execute(sql.owner, [conversation_id])
             row = cursor.fetchone()
             owner_id = row[0] if row else None
-        cursor.executemany(sql.count_up, [(owner_key(owner_id), kind, value, 1)
-                                          for kind, value in new])
+        insert_rows(cursor, sql.count_up, [(owner_key(owner_id), kind, value, 1)
+                                           for kind, value in new])
 
 
 def _count(cursor: Any, sql: _Sql, conversation_id: Any, pending: Pending) -> None:
