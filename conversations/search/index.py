@@ -109,8 +109,7 @@ class _Sql:
         # Many facets in one statement that returns the ones it inserted (PostgreSQL, and
         # SQLite from 3.35); None: one statement a facet, its row count saying.
         self.facets_returning = (
-            f"INSERT INTO {facets} ({q('conversation_id')}, {q('kind')}, {q('value')}) VALUES "
-            "{rows} ON CONFLICT DO NOTHING RETURNING " + f"{q('kind')}, {q('value')}"
+            f"{self.facet} RETURNING {q('kind')}, {q('value')}"
         ) if connection.features.can_return_rows_from_bulk_insert else None
         self.count_up = (
             f"INSERT INTO {counts} ({q('owner_key')}, {q('kind')}, {q('value')}, "
@@ -145,9 +144,6 @@ class _Sql:
             sql = cls._cache[connection.alias] = cls(connection)
         return sql
 
-
-# Facets per statement (three parameters each) where one statement returns what it inserted.
-_FACETS_PER_STATEMENT = 300
 
 # Parameters per statement in ``insert_indexed``: under SQLite's and PostgreSQL's limits
 # (32,766 and 65,535).
@@ -191,13 +187,15 @@ def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None
     insert_rows(cursor, sql, rows)
 
 
-def insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """``rows`` through ``sql`` (an ``INSERT ... VALUES (%s, ...)`` of one row, and what
-    follows it: ``ON CONFLICT ...``), now, in as few statements as the database's parameter
-    limit allows. An upsert's rows must differ in its conflict target (a statement may not
+    follows it: ``ON CONFLICT ...``, ``RETURNING ...``), now, in as few statements as the
+    database's parameter limit allows; returns what the statements returned (``RETURNING``),
+    else nothing. An upsert's rows must differ in its conflict target (a statement may not
     update a row twice)."""
+    returned: list[tuple[Any, ...]] = []
     if not rows:
-        return
+        return returned
     head, _, marks = sql.rpartition(" VALUES ")
     close = _closing(marks)
     marks, tail = marks[:close + 1], marks[close + 1:]
@@ -209,6 +207,9 @@ def insert_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         chunk = rows[start:start + per]
         cursor.execute(f"{head} VALUES {', '.join([marks] * len(chunk))}{tail}",
                        [value for row in chunk for value in row])
+        if cursor.description is not None:  # the statement returns rows
+            returned.extend(cursor.fetchall())
+    return returned
 
 
 def _closing(marks: str) -> int:
@@ -244,13 +245,9 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
     elif pending.facets and sql.facets_returning:
         # What the statement inserted is what is new (a facet the conversation has, or a
         # concurrent writer inserted, is a no-op here and is not counted again).
-        facets = list(pending.facets)
-        for start in range(0, len(facets), _FACETS_PER_STATEMENT):
-            chunk = facets[start:start + _FACETS_PER_STATEMENT]
-            cursor.execute(sql.facets_returning.format(rows=", ".join(["(%s, %s, %s)"] *
-                                                                      len(chunk))),
-                           [v for kind, value in chunk for v in (conversation_id, kind, value)])
-            new.extend((kind, value) for kind, value in cursor.fetchall() if kind in COUNTED)
+        inserted = insert_rows(cursor, sql.facets_returning,
+                               [(conversation_id, kind, value) for kind, value in pending.facets])
+        new = [(kind, value) for kind, value in inserted if kind in COUNTED]
     elif pending.facets:
         cursor.execute(sql.existing, [conversation_id])
         known = set(cursor.fetchall())
