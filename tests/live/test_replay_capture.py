@@ -2,11 +2,13 @@
 (``live.live_replay``, ``live.call_capture``): each recorded response is an exchange of kind
 ``replay`` bound to the new turn as it opens, each of its events is in the log before the runner
 reads it, a replay that ends leaves nothing unrecorded, and a replay whose process dies mid-turn
-is recorded from the log into the same turn with exactly what its runner had read."""
+is recorded from the log into the same turn with every byte the log received: what its runner
+had read and at most the one chunk in flight when it died."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import sqlite3
 from typing import Any
 
@@ -64,6 +66,19 @@ def test_each_recorded_response_is_a_replay_exchange_bound_to_the_turn_and_recor
     assert not capture.held()
 
 
+def _logged_parts(xid: str, response: Any) -> list[list[parts.Part]]:
+    """The parts of each chunk the log holds for exchange ``xid``, parsed as the replay did."""
+    con = sqlite3.connect(capture.get_log().path)
+    try:
+        chunks = [row[0] for row in con.execute(
+            "SELECT data FROM chunks WHERE exchange = ? ORDER BY n", (xid,))]
+    finally:
+        con.close()
+    parser = providers.stream_parser("anthropic", response.context())
+    return [[part for line in io.BytesIO(chunk) for part in parser.feed(line)]
+            for chunk in chunks]
+
+
 def _text_of(found: list[parts.Part]) -> list[tuple[str, str]]:
     """(kind, text) of the events a turn holds once these parts stop (cut)."""
     _, records = assemble([("read", found)], on_unreadable="cut")
@@ -96,12 +111,13 @@ def test_every_event_is_in_the_log_before_the_runner_reads_it(owner, monkeypatch
     assert len(checked) > 10
 
 
-def test_a_replay_whose_process_dies_is_recorded_from_the_log_with_what_its_runner_read(
+def test_a_replay_whose_process_dies_is_recorded_from_the_log_with_every_byte_it_received(
         owner, monkeypatch):
     """As kill -9 leaves it: the runner stops where it is (no interruption recorded, the log's
     exchange not marked), the in-memory tail is gone. Recording the log (as the next start
-    does) completes the same turn with exactly the text the runner had read, interrupted, no
-    event twice."""
+    does) completes the same turn with what the log received, interrupted, no event twice: the
+    text the runner had read and, when the cancel landed between a chunk's commit and the
+    runner reading it, that chunk too (under load it does; the e2e kill test allows the same)."""
     [(_sample, source, _)] = bundled.load(owner, only=["anthropic-tides"])
     target = live_replay.create_live_replay_target(source, owner)
     read: list[parts.Part] = []
@@ -154,12 +170,19 @@ def test_a_replay_whose_process_dies_is_recorded_from_the_log_with_what_its_runn
     [pending] = [x for x in capture.get_log().pending(limit=1000) if x.id == xid]
     assert pending.kind == "replay"
 
+    # What the log holds: what the runner read and, when the cancel landed between a chunk's
+    # commit and the runner reading its parts, that one chunk (received, so kept).
+    chunks = _logged_parts(xid, _sample.responses[0])
+    logged = [part for chunk in chunks for part in chunk]
+    assert logged[:len(read)] == read
+    assert len(read) >= len(logged) - len(chunks[-1])  # at most the last chunk unread
+
     recorded = async_to_sync(catchup.record)(Hub(), pending)
     assert recorded is not None and recorded.pk == turn.pk
     turn.refresh_from_db()
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     events = [(e.kind, e.text) for e in turn.events.order_by("seq")]
-    assert events == _text_of(read)  # exactly what the runner read, each event once
+    assert events == _text_of(logged)  # every byte the log received, each event once
     text = "".join(t for k, t in events if k == "message")
     assert tail in text and text.startswith(committed)
     sent = "".join(d["text"] for d in by_type(messages, "delta") if d["kind"] == "message")
