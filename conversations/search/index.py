@@ -5,6 +5,7 @@ what a rename, an owner change or a delete changes of them."""
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -151,9 +152,11 @@ _PARAMS_PER_STATEMENT = 30_000
 
 
 # Inside ``inserts_gathered``: the rows ``insert_indexed`` was given, by connection and
-# statement.
+# statement; and the facet counts to add, by connection, owner key, kind and value.
 _GATHERED: ContextVar[dict[tuple[str, str], list[Sequence[Any]]] | None] = ContextVar(
     "search_inserts_gathered", default=None)
+_COUNTS_GATHERED: ContextVar[Counter[tuple[str, int, str, str]] | None] = ContextVar(
+    "search_counts_gathered", default=None)
 
 
 @contextmanager
@@ -161,16 +164,40 @@ def inserts_gathered() -> Iterator[None]:
     """Inside (a transaction of many writes: ``store.all_or_nothing``), ``insert_indexed``
     gathers its rows, and they are inserted together when the block ends without an error:
     a statement per table for the whole block, so FTS5 writes its index out once, not once
-    a write."""
+    a write. The facet counts the writes add are gathered too, summed, and added last, just
+    before the commit: an owner's count row is one row every write of that owner updates,
+    and its lock is held from the update to the commit. Taken first, it made concurrent
+    recordings wait for each other's whole transaction (on PostgreSQL, the capture log's
+    recording threads spent most of their time on that lock)."""
     gathered: dict[tuple[str, str], list[Sequence[Any]]] = {}
-    token = _GATHERED.set(gathered)
+    counts: Counter[tuple[str, int, str, str]] = Counter()
+    token, counts_token = _GATHERED.set(gathered), _COUNTS_GATHERED.set(counts)
     try:
         yield
     finally:
         _GATHERED.reset(token)
+        _COUNTS_GATHERED.reset(counts_token)
     for (alias, sql), rows in gathered.items():
         with connections[alias].cursor() as cursor:
             insert_rows(cursor, sql, rows)
+    by_alias: dict[str, list[tuple[int, str, str, int]]] = defaultdict(list)
+    # In key order: two transactions that add to the same rows lock them in the same order.
+    for (alias, owner, kind, value), n in sorted(counts.items()):
+        by_alias[alias].append((owner, kind, value, n))
+    for alias, rows in by_alias.items():
+        connection = connections[alias]
+        with connection.cursor() as cursor:
+            insert_rows(cursor, _Sql.of(connection).count_up, rows)
+
+
+def _count_up(cursor: Any, sql: _Sql, owner: int, facets: Sequence[tuple[str, str]]) -> None:
+    """Each of ``facets`` one conversation more in ``owner``'s counts: now, or inside
+    ``inserts_gathered`` at its end."""
+    gathered = _COUNTS_GATHERED.get()
+    if gathered is not None:
+        gathered.update((cursor.db.alias, owner, kind, value) for kind, value in facets)
+        return
+    insert_rows(cursor, sql.count_up, [(owner, kind, value, 1) for kind, value in facets])
 
 
 def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -264,8 +291,7 @@ def write(cursor: Any, connection: Any, conversation_id: Any, pending: Pending,
             cursor.execute(sql.owner, [conversation_id])
             row = cursor.fetchone()
             owner_id = row[0] if row else None
-        insert_rows(cursor, sql.count_up, [(owner_key(owner_id), kind, value, 1)
-                                           for kind, value in new])
+        _count_up(cursor, sql, owner_key(owner_id), new)
 
 
 def _count(cursor: Any, sql: _Sql, conversation_id: Any, pending: Pending) -> None:

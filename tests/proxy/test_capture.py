@@ -236,3 +236,29 @@ def test_recording_an_exchange_is_one_transaction_of_a_few_dozen_statements(log_
     statements = [q["sql"] for q in ran.captured_queries]
     assert not [s for s in statements if "SAVEPOINT" in s.upper()]
     assert len(statements) <= 50, "\n".join(statements)
+
+
+def test_an_owners_facet_counts_are_added_last_just_before_the_commit(log_, owner, monkeypatch):
+    """Every recording of an owner adds to the same facet count rows, and an update holds its
+    row's lock until the commit. Added first, they made concurrent recordings wait for each
+    other's whole transaction (PostgreSQL under ``bench.capture``: the recording threads
+    waited on that lock most of the time). Added last, the lock is held for one statement."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from conversations.models import FacetCount
+
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    first, second = (_captured(log_, owner, _split(TIDES, 400)) for _ in range(2))
+    _record(log_, first)
+    before = dict(((c.kind, c.value), c.conversations) for c in FacetCount.objects.all())
+    with CaptureQueriesContext(connection) as ran:
+        turn, _ = catchup.complete(log_, second)
+    assert turn is not None and turn.status == "complete"
+    table = FacetCount._meta.db_table
+    statements = [q["sql"] for q in ran.captured_queries
+                  if q["sql"].strip().upper() not in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT")]
+    counting = [n for n, s in enumerate(statements) if table in s]
+    assert counting == [len(statements) - 1], "\n".join(statements)  # one, and the last
+    after = dict(((c.kind, c.value), c.conversations) for c in FacetCount.objects.all())
+    assert before and after == {key: n + 1 for key, n in before.items()}  # one more each
