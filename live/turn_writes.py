@@ -33,12 +33,14 @@ def open_turns(
     recording: tuple[str, list[sources.WireResponse]] | None,
     agent_id: str | None = None,
     exchange: str | None = None,
+    beat: bool = True,
 ) -> list[tuple[Turn, list[Event]]]:
     """The user turn holding ``prompt`` (when given: a text, or the user turn's events) and the
     streaming agent turn after it (``agent_id`` its agent), with the recording behind the agent
     turn and its first heartbeat: one transaction. Each turn comes with its events.
     ``exchange``: the captured exchange (``live.capture``) the turn records, bound to it in the
-    same transaction (recording it again finds this turn)."""
+    same transaction (recording it again finds this turn). ``beat=False``: no heartbeat, for a
+    caller that finishes the turn in the same transaction (nobody sees it streaming)."""
     if isinstance(prompt, str):
         specs = [store.user_turn(redaction.redact_text(prompt))] if prompt else []
     else:
@@ -47,7 +49,8 @@ def open_turns(
                                agent_id=agent_id))
     with store.atomic():
         opened = store.open_turns(conversation, specs)
-        recovery.beat(opened[-1][0].pk, beat_info())  # alive from its first moment
+        if beat:
+            recovery.beat(opened[-1][0].pk, beat_info())  # alive from its first moment
         if exchange is not None:  # (next_seq as open_turns' row lock left it)
             RecordedExchange.objects.create(id=exchange, turn=opened[-1][0],
                                             base_seq=conversation.next_seq - 1)

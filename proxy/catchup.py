@@ -158,7 +158,10 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         out: list[dict[str, Any]] = []
         if row is None and exchange.kind in capture.RUNNER_KINDS:
             return None, []  # a live call's or replay's turn, deleted since: nothing to record
-        opened_here = row is None  # then the turn holds nothing of this response yet
+        # Opened here, the turn holds nothing of this response yet, has no recording, no
+        # heartbeat (it is finished before anyone can see it streaming) and is the object
+        # the store wrote: none of them is read back.
+        opened_here: Turn | None = None
         if row is None:
             user, conversation = _owner_and_conversation(meta)
             read = messages.read(provider, meta["endpoint"], request, meta.get("api_version"),
@@ -167,18 +170,26 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
             placement = threads.place(user, read, conversation, fallback_title=fallback)
             if placement.resume is not None:
                 turn_writes.resume_turn(placement.resume, placement.before, exchange.id)
+                row = RecordedExchange.objects.get(pk=exchange.id)
             else:
                 opened = turn_writes.open_turns(placement.conversation, placement.prompt, None,
-                                                exchange=exchange.id)
+                                                exchange=exchange.id, beat=False)
                 out.extend(turn_messages.opened_messages(  # next_seq as open_turns left it
                     opened, placement.conversation.next_seq - 1))
-            row = RecordedExchange.objects.get(pk=exchange.id)
-        turn = Turn.objects.select_for_update().select_related("conversation").get(pk=row.turn_id)
+                opened_here = opened[-1][0]
+                opened_here.conversation = placement.conversation
+        if opened_here is not None:
+            turn, prime_seq, base_seq = opened_here, None, None
+        else:
+            assert row is not None
+            turn = (Turn.objects.select_for_update().select_related("conversation")
+                    .get(pk=row.turn_id))
+            prime_seq, base_seq = row.prime_seq, row.base_seq
         conversation = turn.conversation
         events: list[Event] = []
         if turn.status == Turn.Status.STREAMING:
-            events = _finish(turn, row, exchange, raw, request, reason, too_large,
-                             held=0 if opened_here else None)
+            events = _finish(turn, prime_seq, base_seq, exchange, raw, request, reason,
+                             too_large, fresh=opened_here is not None)
         response = None
         if reason is None and exchange.kind not in capture.RUNNER_KINDS:  # kept, or none
             response = sources.WireResponse(
@@ -187,31 +198,33 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
                 api_version=meta.get("api_version"), endpoint=meta["url"],
                 request=request if isinstance(request, dict) else None,
                 served_by=meta.get("served_by"))
-        keep(turn, conversation, provider, response, row.prime_seq is not None, exchange.id)
-        last = turn_writes.last_seq(conversation)
+        keep(turn, conversation, provider, response, prime_seq is not None, exchange.id,
+             fresh=opened_here is not None)
+        last = events[-1].seq if events else turn_writes.last_seq(conversation)
     if events:
         briefs = [turn_messages.event_brief(e) for e in events]
         out.append(turn_messages.events_message(turn, briefs))
-    out.append(turn_messages.turn_message(turn, events[-1].seq if events else last))
+    out.append(turn_messages.turn_message(turn, last))
     return turn, out
 
 
-def _finish(turn: Turn, row: RecordedExchange, exchange: capture.Exchange, raw: list[bytes],
-            request: Any, reason: str | None, too_large: bool = False,
-            held: int | None = None) -> list[Event]:
-    """Append what the turn does not hold yet of this response, and finish it. ``held``: how
-    many of its events the turn holds, when known (None: counted here)."""
+def _finish(turn: Turn, prime_seq: int | None, base_seq: int | None,
+            exchange: capture.Exchange, raw: list[bytes], request: Any, reason: str | None,
+            too_large: bool = False, fresh: bool = False) -> list[Event]:
+    """Append what the turn does not hold yet of this response (the events after
+    ``base_seq``; the response continues the one before ``prime_seq``, when given), and
+    finish it. ``fresh``: the turn was opened in this transaction (it holds none of them,
+    and no heartbeat)."""
     stream = TurnStream(on_unreadable="cut", limits=turn_limits())
-    if row.prime_seq is not None:
-        [stored] = sources.event_responses(turn, until_seq=row.prime_seq)
+    if prime_seq is not None:
+        [stored] = sources.event_responses(turn, until_seq=prime_seq)
         stream.resume(stored, turn.responses_list)
     records: list[EventRecord] = []
     for _, completed in stream.response(_parts(exchange, raw, request, too_large)
                                         if reason is None
                                         else iter(())):
         records.extend(completed)
-    if held is None:
-        held = Event.objects.filter(turn=turn, seq__gt=row.base_seq).count()
+    held = 0 if fresh else Event.objects.filter(turn=turn, seq__gt=base_seq).count()
     new = records[held:]
     if reason is not None:
         new = [EventRecord("error", body=ErrorBody(
@@ -233,7 +246,8 @@ def _finish(turn: Turn, row: RecordedExchange, exchange: capture.Exchange, raw: 
             status, end_reason = Turn.Status.INTERRUPTED, "interrupted"
     store.finish_turn(turn, status=status, end_reason=end_reason,
                       responses=builder.responses if reason is None else ())
-    recovery.stop_beating(turn.pk)
+    if not fresh:
+        recovery.stop_beating(turn.pk)
     return events
 
 

@@ -377,13 +377,15 @@ def _owner_and_conversation(meta: dict[str, Any]) -> tuple[Any, Conversation | N
 
 
 def keep(turn: Turn, conversation: Conversation, provider: str, response: WireResponse | None,
-         continued: bool, xid: str) -> None:
+         continued: bool, xid: str, fresh: bool = False) -> None:
     """Keep the response behind the turn (after the ones it continues), index the
     conversation's history for the next request, and mark the exchange recorded: one
-    transaction."""
+    transaction. ``fresh``: the turn was opened in the caller's transaction (it has no
+    recording yet)."""
     with store.atomic():
         if response is not None:
-            existing = Recording.objects.select_for_update().filter(turn=turn).first()
+            existing = (None if fresh else
+                        Recording.objects.select_for_update().filter(turn=turn).first())
             if existing is None:
                 Recording.objects.create(turn=turn, provider=provider,
                                          responses=orjson.dumps([response.as_dict()]).decode())
