@@ -154,8 +154,10 @@ def append_events(turn: Turn, records: Iterable[EventRecord]) -> list[Event]:
     return rows.written(turn, using)
 
 
-def set_provenance(turn: Turn, provider: str, model: str) -> None:
-    """Record the served model once. A later call with other values is refused."""
+def set_provenance(turn: Turn, provider: str, model: str, *, indexed: bool = True) -> None:
+    """Record the served model once. A later call with other values is refused.
+    ``indexed=False``: the turn has no events yet (its Sources rows, written with its events,
+    take the provenance from the turn then)."""
     from conversations.provenance import ProvenanceError
 
     if turn.provider or turn.model:
@@ -177,7 +179,9 @@ def set_provenance(turn: Turn, provider: str, model: str) -> None:
             pending = search.Pending()
             pending.provenance(provider, model)
             search.write(cursor, connection, tables.uuid(turn.conversation_id), pending)
-            source_index.provenance(cursor, connection, tables.uuid(turn.pk), provider, model)
+            if indexed:
+                source_index.provenance(cursor, connection, tables.uuid(turn.pk), provider,
+                                        model)
     if updated:
         return
     stored = Turn.objects.filter(pk=turn.pk).values_list("provider", "model").first()

@@ -230,14 +230,16 @@ def _finish(turn: Turn, prime_seq: int | None, base_seq: int | None,
         new = [EventRecord("error", body=ErrorBody(
             "recording_failed", f"Turnscope could not record this response: {reason}. The "
             "app received it unchanged."))]
-    events = store.append_events(turn, redaction.redact_records(new))
+    # The whole response is parsed: the served model is known before its events are written
+    # (a fresh turn's Sources rows take it from the turn as they are inserted).
     builder = stream.builder
     if builder.provider and builder.model and not turn.provider:
         try:
             provenance.validate(Turn.Role.AGENT, builder.provider, builder.model)
-            store.set_provenance(turn, builder.provider, builder.model)
+            store.set_provenance(turn, builder.provider, builder.model, indexed=not fresh)
         except provenance.ProvenanceError as exc:
             log.warning("turn %s: model not recorded: %s", turn.pk, exc)
+    events = store.append_events(turn, redaction.redact_records(new))
     if reason is not None:
         status, end_reason = Turn.Status.FAILED, "error"
     else:

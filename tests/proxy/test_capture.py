@@ -237,6 +237,13 @@ def test_recording_an_exchange_is_one_transaction_of_a_few_dozen_statements(log_
     statements = [q["sql"] for q in ran.captured_queries]
     assert not [s for s in statements if "SAVEPOINT" in s.upper()]
     assert len(statements) <= 40, "\n".join(statements)
+    # The served model, known before the events are written, is on their Sources rows.
+    from conversations.models import SearchUse, SourceUse
+
+    served = {("anthropic", "claude-sonnet-4-5-20250929")}
+    assert (turn.provider, turn.model) in served
+    for rows in (SourceUse.objects.filter(turn=turn), SearchUse.objects.filter(turn=turn)):
+        assert set(rows.values_list("provider", "model")) == served
 
 
 def test_an_owners_facet_counts_are_added_last_just_before_the_commit(log_, owner, monkeypatch):
