@@ -197,7 +197,8 @@ def _count_up(cursor: Any, sql: _Sql, owner: int, facets: Sequence[tuple[str, st
     if gathered is not None:
         gathered.update((cursor.db.alias, owner, kind, value) for kind, value in facets)
         return
-    insert_rows(cursor, sql.count_up, [(owner, kind, value, 1) for kind, value in facets])
+    insert_rows(cursor, sql.count_up, [(owner, kind, value, 1)  # in key order, as above
+                                       for kind, value in sorted(set(facets))])
 
 
 def insert_indexed(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
