@@ -49,11 +49,9 @@ async def stop_live_tasks(timeout: float = 5.0) -> None:
     from asgiref.sync import sync_to_async
 
     from live import instances
-    from live.tasks import active_tasks
+    from live import tasks as live_tasks
 
-    tasks = list(active_tasks)
-    for task in tasks:
-        task.cancel()
+    tasks = live_tasks.stop()
     if tasks:
         await asyncio.wait(tasks, timeout=timeout)
     try:

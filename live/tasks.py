@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable
 from typing import Any
 
@@ -40,6 +41,25 @@ def streaming_here() -> int:
 def stop_key(turn_id: Any) -> str:
     """The cache flag that asks the process streaming ``turn_id`` to stop it."""
     return f"turnscope:live:stop:{turn_id}"
+
+
+# The loops whose server stops: their live tasks are cancelled, and nothing new starts on them.
+_stopping: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def stop() -> list[asyncio.Task[Any]]:
+    """The running loop's server stops: nothing more starts on it (``stopping``); returns the
+    tasks running now, each cancelled."""
+    _stopping.add(asyncio.get_running_loop())
+    running = [task for task in active_tasks if task.get_loop() is asyncio.get_running_loop()]
+    for task in running:
+        task.cancel()
+    return running
+
+
+def stopping() -> bool:
+    """The running loop's server stops (``stop``)."""
+    return asyncio.get_running_loop() in _stopping
 
 
 # Tasks started in this process; kept referenced so the loop does not drop them mid-turn.

@@ -141,11 +141,7 @@ class Capture:
             return
         self._done = True
         self.feed.total = self.feed.offered  # what went to the app (a cancelled append did not)
-        _quiet(self.hub.log.end(self.xid, state, forwarded=self.feed.offered), self)
-        self.feed.started.set()
-        self.feed.ended.set()
-        self.feed.wake.set()
-        self.hub.forwarded(self.xid)
+        self._ended(self.hub.log.end(self.xid, state, forwarded=self.feed.offered))
 
     def failed(self, status: int, code: str, message: str) -> None:
         """No response: the upstream was unreachable or timed out (``status`` 502 / 504), or
@@ -155,11 +151,17 @@ class Capture:
         self.feed.status, self.feed.failure = status, (code, message)
         self._done = True
         self.feed.total = 0
-        _quiet(self.hub.log.end(self.xid, "failed", (code, message), status), self)
+        self._ended(self.hub.log.end(self.xid, "failed", (code, message), status))
+
+    def _ended(self, committed: asyncio.Future[None]) -> None:
+        _quiet(committed, self)
         self.feed.started.set()
         self.feed.ended.set()
         self.feed.wake.set()
-        self.hub.forwarded(self.xid)
+        # Recorded from the log only once its end is committed: a recording of it from then
+        # on reads the response as it ended (the end drops a chunk committed but never
+        # forwarded), never a log that is still being written.
+        committed.add_done_callback(lambda _: self.hub.forwarded(self.xid))
 
 
 def _quiet(future: asyncio.Future[None], capture_: Capture) -> None:
@@ -219,7 +221,8 @@ class Hub:
         self.forwarding.add(xid)
         handle = Capture(self, xid, opened)
         known = Known(user, endpoint, body, url, api_version, conversation)
-        if not self.backlog and len(self.busy) < slots() and len(self.live) < live_slots():
+        if (not self.backlog and len(self.busy) < slots() and len(self.live) < live_slots()
+                and not tasks.stopping()):
             self._start_live(xid, known, opened)
         else:
             self.known[xid] = known  # small: recorded from the log when a slot frees
@@ -268,8 +271,10 @@ class Hub:
     async def _dispatch(self) -> None:
         """Give each free slot the oldest exchange of this process still to record."""
         while True:
+            # (not wait_for: on 3.11 it can swallow a cancel that lands as the wait ends)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+                async with asyncio.timeout(1.0):
+                    await self.wake.wait()
             self.wake.clear()
             try:
                 await self.fill()
@@ -278,7 +283,10 @@ class Hub:
 
     async def fill(self) -> None:
         """The oldest exchanges of this process waiting in the log get the free slots (one
-        still being forwarded only while a live slot is free: else it waits for its end)."""
+        still being forwarded only while a live slot is free: else it waits for its end).
+        Nothing starts once the server stops: what is left is the next start's."""
+        if tasks.stopping():
+            return
         while (free := slots() - len(self.busy)) > 0:
             skip = self.busy | capture.held()
             if len(self.live) >= live_slots():

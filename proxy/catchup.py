@@ -139,6 +139,9 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
              reason: str | None = None) -> tuple[Turn | None, list[dict[str, Any]]]:
     """Record ``exchange`` (ended) from the log, all or nothing; returns its turn and what to
     announce. ``reason``: its bytes cannot be read, the turn is failed-to-record saying so."""
+    # ``exchange`` may be a snapshot older than its end, which drops a chunk committed but
+    # never forwarded: what is recorded is what the log holds now.
+    exchange = log_.get(exchange.id) or exchange
     meta = exchange.meta
     provider = meta["provider"]
     raw: list[bytes] = []

@@ -11,9 +11,9 @@ import pytest
 from django.db.utils import OperationalError
 
 from conversations.models import Turn
-from live import bundled, capture
+from live import bundled, capture, tasks
 from live.models import RecordedExchange
-from proxy import catchup
+from proxy import catchup, endpoints
 from proxy.capture import Hub
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,8 +28,10 @@ def log_(tmp_path):
     return capture.CaptureLog(tmp_path / "capture.sqlite3")
 
 
-def _captured(log_: capture.CaptureLog, user, chunks: list[bytes], state: str = "complete",
-              status: int = 200) -> capture.Exchange:
+def _captured(log_: capture.CaptureLog, user, chunks: list[bytes],
+              state: str | None = "complete", status: int = 200) -> capture.Exchange:
+    """An exchange of ``chunks``, ended ``state`` (None: still open, being forwarded)."""
+
     async def go() -> str:
         xid = await log_.open("proxy", {
             "user": user.pk, "provider": "anthropic", "endpoint": "messages",
@@ -37,7 +39,8 @@ def _captured(log_: capture.CaptureLog, user, chunks: list[bytes], state: str = 
             "api_version": "2023-06-01", "conversation": None}, BODY, instance="test")
         await log_.respond(xid, status, "")
         await asyncio.gather(*[log_.append(xid, n, c) for n, c in enumerate(chunks)])
-        await log_.end(xid, state)
+        if state is not None:
+            await log_.end(xid, state)
         return xid
 
     found = log_.get(asyncio.run(go()))
@@ -186,6 +189,63 @@ def test_a_cut_exchange_is_an_interrupted_turn_with_the_text_the_app_got(log_, o
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
     last = turn.events.order_by("seq").last()
     assert last.incomplete and last.text.startswith("## Two bulges")
+
+
+def test_a_snapshot_read_before_the_exchange_ended_records_what_its_app_got(log_, owner,
+                                                                          monkeypatch):
+    """The hub picks exchanges from a read of the log that may predate their end, and the end
+    of a stopping server's exchange drops the chunk committed but never forwarded: recorded is
+    what the log holds once it ended, not a turn failed for the chunk the end dropped."""
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    chunks = _split(TIDES[: TIDES.index(b"Two bulges") + 40])
+    snapshot = _captured(log_, owner, chunks, state=None)  # all committed, the last not sent
+    asyncio.run(_ended(log_, snapshot.id, "gone", forwarded=len(chunks) - 1))
+    turn = _record(log_, snapshot)
+    assert turn is not None and (turn.status, turn.end_reason) == ("interrupted", "interrupted")
+    assert turn.recording.response_list[0]["raw"] == b"".join(chunks[:-1]).decode()
+
+
+async def _ended(log_: capture.CaptureLog, xid: str, state: str, forwarded: int) -> None:
+    await log_.end(xid, state, forwarded=forwarded)
+
+
+def test_an_exchange_is_recorded_from_the_log_once_its_end_is_committed_and_none_once_the_server_stops(  # noqa: E501
+        log_, owner, monkeypatch):
+    """The hub records an exchange no longer forwarded from the log, so "no longer forwarded"
+    waits for the end's commit (until then the log may miss the end, or its last chunks). And
+    a stopping server starts no recording: what is left is the next start's."""
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    endpoint = endpoints.recorded("anthropic", "POST", "/v1/messages")
+    assert endpoint is not None
+
+    async def go() -> None:
+        hub = Hub()
+        hub.backlog = True  # recorded from the log, not live
+        handle = hub.open(user=owner, endpoint=endpoint, body=BODY, conversation=None,
+                          url="https://api.anthropic.com/v1/messages", api_version=None)
+        capture.hold(handle.xid)  # the hub's dispatcher leaves it to this test
+        handle.response(200, [])
+        await handle.append(b"event: ping\ndata: {}\n\n")
+        handle.end("gone")
+        assert handle.xid in hub.forwarding  # its end is queued, not committed
+        await log_.settled()
+        await asyncio.sleep(0)
+        assert handle.xid not in hub.forwarding
+        ended = log_.get(handle.xid)
+        assert ended is not None and (ended.state, ended.chunks) == ("gone", 1)
+
+        tasks.stop()
+        capture.release(handle.xid)
+        second = hub.open(user=owner, endpoint=endpoint, body=BODY, conversation=None,
+                          url="https://api.anthropic.com/v1/messages", api_version=None)
+        hub.backlog = False
+        await hub.fill()
+        assert not hub.busy and not hub.live  # neither it nor the first one started
+        second.failed(502, "upstream_unreachable", "stopped")
+        await log_.settled()
+        assert {e.id for e in log_.pending(instance=hub.instance)} == {handle.xid, second.xid}
+
+    asyncio.run(go())
 
 
 def test_transient_database_errors_are_retried_until_the_database_is_back(

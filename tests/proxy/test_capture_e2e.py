@@ -153,6 +153,10 @@ def _turns(db: Path) -> dict[str, tuple[str, str, str, list[dict]]]:
             "ORDER BY seq", (turn_id,)))
         recording = con.execute("SELECT responses FROM live_recording WHERE turn_id = ?",
                                 (turn_id,)).fetchone()
+        if status not in ("interrupted", "streaming"):  # why, for the assertion's message
+            status += ": " + " ".join(b for (b,) in con.execute(
+                "SELECT body FROM conversations_event WHERE turn_id = ? AND kind = 'error'",
+                (turn_id,)))
         out[prompt] = (status, text, orjson.loads(recording[0]) if recording else [])
     con.close()
     return out
@@ -200,7 +204,7 @@ def test_a_server_stopped_mid_stream_loses_nothing_the_apps_received(tmp_path, s
             restarted.stop(signal.SIGTERM)
     for n in range(STREAMS):
         status, text, recording = turns[f"Tides {n}?"]
-        assert status == "interrupted", n
+        assert status == "interrupted", f"{n}: {status}\n" + log.read_text()[-6000:]
         # Every byte the app received, not a character less. A chunk is committed to the log
         # before it is forwarded, so the one in flight when the process died may be recorded
         # though the app never got it (a loaded machine widens that moment): the turn may hold
