@@ -165,6 +165,7 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
         # heartbeat (it is finished before anyone can see it streaming) and is the object
         # the store wrote: none of them is read back.
         opened_here: Turn | None = None
+        new_turns: list[tuple[Turn, list[Event]]] = []  # a new conversation's, as written
         if row is None:
             user, conversation = _owner_and_conversation(meta)
             read = messages.read(provider, meta["endpoint"], request, meta.get("api_version"),
@@ -181,6 +182,8 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
                     opened, placement.conversation.next_seq - 1))
                 opened_here = opened[-1][0]
                 opened_here.conversation = placement.conversation
+                if placement.created:
+                    new_turns = opened
         if opened_here is not None:
             turn, prime_seq, base_seq = opened_here, None, None
         else:
@@ -201,8 +204,12 @@ def complete(log_: capture.CaptureLog, exchange: capture.Exchange,
                 api_version=meta.get("api_version"), endpoint=meta["url"],
                 request=request if isinstance(request, dict) else None,
                 served_by=meta.get("served_by"))
+        history = None
+        if new_turns:  # the conversation holds these turns only: its history is known
+            history = threads.written_history(
+                [(t.role, [*written, *(events if t is turn else ())]) for t, written in new_turns])
         keep(turn, conversation, provider, response, prime_seq is not None, exchange.id,
-             fresh=opened_here is not None)
+             fresh=opened_here is not None, history=history)
         last = events[-1].seq if events else turn_writes.last_seq(conversation)
     if events:
         briefs = [turn_messages.event_brief(e) for e in events]

@@ -377,11 +377,13 @@ def _owner_and_conversation(meta: dict[str, Any]) -> tuple[Any, Conversation | N
 
 
 def keep(turn: Turn, conversation: Conversation, provider: str, response: WireResponse | None,
-         continued: bool, xid: str, fresh: bool = False) -> None:
+         continued: bool, xid: str, fresh: bool = False,
+         history: messages.History | None = None
+         ) -> None:
     """Keep the response behind the turn (after the ones it continues), index the
-    conversation's history for the next request, and mark the exchange recorded: one
-    transaction. ``fresh``: the turn was opened in the caller's transaction (it has no
-    recording yet)."""
+    conversation's history (``history`` when the caller knows it) for the next request, and
+    mark the exchange recorded: one transaction. ``fresh``: the turn was opened in the
+    caller's transaction (it has no recording yet)."""
     with store.atomic():
         if response is not None:
             existing = (None if fresh else
@@ -393,5 +395,5 @@ def keep(turn: Turn, conversation: Conversation, provider: str, response: WireRe
                 kept = existing.response_list if continued else []
                 existing.responses = orjson.dumps([*kept, response.as_dict()]).decode()
                 existing.save(update_fields=["responses"])
-        threads.remember(conversation)
+        threads.remember(conversation, history)
         RecordedExchange.objects.filter(pk=xid).update(done=True)

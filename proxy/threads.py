@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ class Placement:
     resume: Turn | None = None  # the agent turn this request continues
     prompt: list[EventRecord] = field(default_factory=list)  # the new user turn's events
     before: list[EventRecord] = field(default_factory=list)  # events ahead of the response
+    created: bool = False  # the conversation is new: it holds only what this exchange adds
 
 
 def owned(user: Any, conversation_id: str) -> Conversation | None:
@@ -72,6 +74,7 @@ def place(user: Any, exchange: Exchange, conversation: Conversation | None, *,
         conversation = store.create_conversation(
             title=title or fallback_title or "Untitled", owner=user)
         announce_created(conversation)
+        return Placement(conversation, prompt=exchange.prompt, created=True)
     return Placement(conversation, prompt=exchange.prompt)
 
 
@@ -98,23 +101,34 @@ def stored_history(conversation: Conversation) -> History:
     for turn_id, text in (Event.objects.filter(conversation=conversation, kind="message")
                           .order_by("seq").values_list("turn_id", "text")):
         texts.setdefault(turn_id, []).append(text)
-    entries = []
-    for turn_id, role in conversation.turns.order_by("index").values_list("id", "role"):
-        if role in (Turn.Role.USER, Turn.Role.AGENT):
-            entries.append(("agent" if role == Turn.Role.AGENT else "user",
-                            "".join(texts.get(turn_id, []))))
-    return normalize(entries)
+    roles = conversation.turns.order_by("index").values_list("id", "role")
+    return _history((role, texts.get(turn_id, [])) for turn_id, role in roles)
 
 
-def remember(conversation: Conversation) -> None:
-    """Index the conversation's history as it stands now, for the next request to find."""
+def written_history(turns: Iterable[tuple[str, Iterable[Event]]]) -> History:
+    """``stored_history`` of a conversation that holds only ``turns`` (role, events in seq
+    order), from the events as written: nothing read back."""
+    return _history((role, [e.text for e in events if e.kind == "message"])
+                    for role, events in turns)
+
+
+def _history(turns: Iterable[tuple[str, list[str]]]) -> History:
+    return normalize(("agent" if role == Turn.Role.AGENT else "user", "".join(texts))
+                     for role, texts in turns if role in (Turn.Role.USER, Turn.Role.AGENT))
+
+
+def remember(conversation: Conversation, history: History | None = None) -> None:
+    """Index the conversation's history (``history``, else as stored now), for the next
+    request to find."""
     from django.utils import timezone
 
+    if history is None:
+        history = stored_history(conversation)
     # One upsert (not update_or_create's locking read, savepoint and write): this runs for
     # every recorded exchange.
     Thread.objects.bulk_create(
         [Thread(conversation=conversation, owner_id=conversation.owner_id,
-                key=history_key(stored_history(conversation)), updated_at=timezone.now())],
+                key=history_key(history), updated_at=timezone.now())],
         update_conflicts=True, unique_fields=["conversation"],
         update_fields=["owner", "key", "updated_at"],
     )
