@@ -50,8 +50,9 @@ _stopping: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 def stop() -> list[asyncio.Task[Any]]:
     """The running loop's server stops: nothing more starts on it (``stopping``); returns the
     tasks running now, each cancelled."""
-    _stopping.add(asyncio.get_running_loop())
-    running = [task for task in active_tasks if task.get_loop() is asyncio.get_running_loop()]
+    loop = asyncio.get_running_loop()
+    _stopping.add(loop)
+    running = [task for task in active_tasks if task.get_loop() is loop]
     for task in running:
         task.cancel()
     return running

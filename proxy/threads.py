@@ -68,14 +68,14 @@ def place(user: Any, exchange: Exchange, conversation: Conversation | None, *,
             conversation = candidate
     elif conversation is None and exchange.before_prompt:
         conversation = _by_history(user, exchange.before_prompt)
+    created = conversation is None
     if conversation is None:
         title = (ingest.title_for(exchange.prompt_text, [], EventBuilder())
                  if exchange.prompt_text else "")
         conversation = store.create_conversation(
             title=title or fallback_title or "Untitled", owner=user)
         announce_created(conversation)
-        return Placement(conversation, prompt=exchange.prompt, created=True)
-    return Placement(conversation, prompt=exchange.prompt)
+    return Placement(conversation, prompt=exchange.prompt, created=created)
 
 
 def _by_history(user: Any, history: History) -> Conversation | None:

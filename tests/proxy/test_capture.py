@@ -15,7 +15,7 @@ from conversations.models import Turn
 from live import bundled, capture, tasks
 from live.models import RecordedExchange
 from proxy import catchup, endpoints, threads
-from proxy.capture import Hub
+from proxy.capture import Capture, Hub
 from proxy.messages import history_key
 from proxy.models import Thread
 
@@ -243,11 +243,14 @@ def test_an_exchange_is_recorded_from_the_log_once_its_end_is_committed_and_none
     endpoint = endpoints.recorded("anthropic", "POST", "/v1/messages")
     assert endpoint is not None
 
+    def request(hub: Hub) -> Capture:
+        return hub.open(user=owner, endpoint=endpoint, body=BODY, conversation=None,
+                        url="https://api.anthropic.com/v1/messages", api_version=None)
+
     async def go() -> None:
         hub = Hub()
         hub.backlog = True  # recorded from the log, not live
-        handle = hub.open(user=owner, endpoint=endpoint, body=BODY, conversation=None,
-                          url="https://api.anthropic.com/v1/messages", api_version=None)
+        handle = request(hub)
         capture.hold(handle.xid)  # the hub's dispatcher leaves it to this test
         handle.response(200, [])
         await handle.append(b"event: ping\ndata: {}\n\n")
@@ -261,8 +264,7 @@ def test_an_exchange_is_recorded_from_the_log_once_its_end_is_committed_and_none
 
         tasks.stop()
         capture.release(handle.xid)
-        second = hub.open(user=owner, endpoint=endpoint, body=BODY, conversation=None,
-                          url="https://api.anthropic.com/v1/messages", api_version=None)
+        second = request(hub)
         hub.backlog = False
         await hub.fill()
         assert not hub.busy and not hub.live  # neither it nor the first one started
