@@ -28,12 +28,17 @@ PACE = 0.15  # seconds between the sample's 131 events: each stream lasts about 
 OUTAGE = 10.0
 
 
-def _turns(url: str) -> dict[str, tuple[str, str, list[dict]]]:
-    """prompt -> (agent turn status, its text, its recording's responses)"""
+def _recorded(url: str) -> tuple[dict[str, tuple[str, str, list[dict]]], int]:
+    """prompt -> (agent turn status, its text, its recording's responses), and how many
+    captured exchanges are not recorded yet: one snapshot of the database (a live recording
+    finishes its turn a moment before it keeps the turn's wire recording, in a transaction of
+    its own that also marks the exchange recorded: reads at different moments could see the
+    exchange recorded and the turn without its recording)."""
     import psycopg
 
     out = {}
     with psycopg.connect(url, connect_timeout=5) as con:
+        con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         for turn_id, conversation, status in con.execute(
                 "SELECT id, conversation_id, status FROM conversations_turn "
                 "WHERE role = 'agent'").fetchall():
@@ -50,16 +55,9 @@ def _turns(url: str) -> dict[str, tuple[str, str, list[dict]]]:
             if isinstance(responses, (str, bytes)):
                 responses = orjson.loads(responses)
             out[prompt] = (status, text, responses)
-    return out
-
-
-def _unrecorded(url: str) -> int:
-    """Captured exchanges whose recording is not done yet."""
-    import psycopg
-
-    with psycopg.connect(url, connect_timeout=5) as con:
-        return con.execute("SELECT count(*) FROM live_recordedexchange WHERE NOT done"
-                           ).fetchone()[0]
+        [(unrecorded,)] = con.execute(
+            "SELECT count(*) FROM live_recordedexchange WHERE NOT done").fetchall()
+    return out, unrecorded
 
 
 def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
@@ -109,16 +107,15 @@ def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
 
             back = time.monotonic()
             while True:
-                turns = _turns(database)
-                # recorded = the exchange is done: a live recording finishes its turn a moment
-                # before it keeps the turn's wire recording (a second transaction)
+                # recorded = the exchange is done (``_recorded``)
+                turns, unrecorded = _recorded(database)
                 if (len(turns) == STREAMS + 2 and all(t[0] != "streaming"
                                                       for t in turns.values())
-                        and not _unrecorded(database)):
+                        and not unrecorded):
                     break
                 assert time.monotonic() - back < 60, (
                     f"{sum(t[0] == 'streaming' for t in turns.values())} of {len(turns)} "
-                    f"turns still streaming, {_unrecorded(database)} exchanges not recorded, a "
+                    f"turns still streaming, {unrecorded} exchanges not recorded, a "
                     "minute after the database came back\n"
                     + log.read_text()[-3000:])
                 time.sleep(0.2)
