@@ -2,6 +2,7 @@
 for T seconds, then how long recording takes to catch up.
 
     uv run python -m bench.capture [--clients 10] [--seconds 20] [--pace 0.005] [--postgres URL]
+                                   [--redis URL] [--recorders N]
 
 A recorded upstream (``bench.proxy``'s: the bundled Anthropic sample as SSE, one event every
 ``--pace`` seconds) runs in its own process; ``manage.py serve`` (SQLite by default, or the
@@ -47,6 +48,23 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (its recorders)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def recorders_rss_mb(pid: int) -> float:
+    return sum(rss_mb(child) for child in children(pid))
+
+
 def lag(path: Path) -> tuple[int, int, float]:
     """(exchanges waiting, their bytes, seconds since the oldest began) from the log."""
     if not path.exists():
@@ -83,12 +101,15 @@ async def load(args: argparse.Namespace, url: str, token: str, pid: int, log: Pa
                "content-type": "application/json", "x-turnscope-token": token}
     counts = {"requests": 0, "errors": 0}
     rss = {"start": rss_mb(pid), "peak": rss_mb(pid)}
+    recorders = {"processes": len(children(pid)), "start": recorders_rss_mb(pid)}
+    recorders["peak"] = recorders["start"]
     worst = {"count": 0, "bytes": 0, "oldest_s": 0.0}
     until = time.monotonic() + args.seconds
 
     async def sample() -> None:
         while True:
             rss["peak"] = max(rss["peak"], rss_mb(pid))
+            recorders["peak"] = max(recorders["peak"], recorders_rss_mb(pid))
             count, size, oldest = await asyncio.to_thread(lag, log)
             worst["count"] = max(worst["count"], count)
             worst["bytes"] = max(worst["bytes"], size)
@@ -110,10 +131,12 @@ async def load(args: argparse.Namespace, url: str, token: str, pid: int, log: Pa
     sampler.cancel()
     rss["peak"] = max(rss["peak"], rss_mb(pid))
     rss["end"] = rss_mb(pid)
+    recorders["end"] = recorders_rss_mb(pid)
     return {"clients": args.clients, "seconds": args.seconds, "pace_s": args.pace, **counts,
             "max_lag": worst, "drain_s": round(drain, 2),
             "drained": count == 0,
-            "rss_mb": {k: round(v, 1) for k, v in rss.items()}}
+            "rss_mb": {k: round(v, 1) for k, v in rss.items()},
+            "recorders_rss_mb": {k: round(v, 1) for k, v in recorders.items()}}
 
 
 def main() -> None:
@@ -125,6 +148,11 @@ def main() -> None:
                         help="seconds to wait for recording to catch up")
     parser.add_argument("--postgres", metavar="URL",
                         help="serve from this PostgreSQL database (dropped and created)")
+    parser.add_argument("--redis", metavar="URL",
+                        help="the channel layer and cache on this Redis (with --postgres, the "
+                        "server records the log in recorder processes beside it)")
+    parser.add_argument("--recorders", metavar="N",
+                        help="TURNSCOPE_RECORDERS for the server (default: its own, auto)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -136,6 +164,10 @@ def main() -> None:
         if args.postgres:
             env["DATABASE_URL"] = args.postgres
             _fresh_postgres(args.postgres)
+        if args.redis:
+            env["REDIS_URL"] = args.redis
+        if args.recorders is not None:
+            env["TURNSCOPE_RECORDERS"] = args.recorders
         setup = subprocess.run([sys.executable, "-c", SETUP], cwd=REPO, env=env, check=True,
                                capture_output=True, text=True)
         token = json.loads(setup.stdout.strip().splitlines()[-1])["token"]
@@ -160,6 +192,7 @@ def main() -> None:
             report["agent_turns"] = counts["all"]
             report["left_streaming"] = json.loads(streaming.stdout.strip().splitlines()[-1])
             report["database"] = "postgresql" if args.postgres else "sqlite"
+            report["layer"] = "redis" if args.redis else "in-memory"
         finally:
             for proc in (server, upstream):
                 proc.send_signal(signal.SIGTERM)

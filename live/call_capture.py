@@ -8,14 +8,15 @@ is sent: the first in the transaction that opens the turn, a continuation's just
 A live replay's agent turn plays each recorded response the same way (``live.live_replay``, kind
 ``replay``): its events in the log, one by one at the recorded pace, before the runner reads them.
 
-While the runner of this process records the turn, the exchange is *held* here: the recording
-of the log (``proxy.capture``'s hub) leaves it alone. When the turn is finished, the exchange is
-marked recorded and its bytes go. When the process dies first (kill -9, a crash, a stop that
-could not record the interruption), the exchange is still in the log: the next start takes it
-over like a proxied one and records it into the same turn, every byte received kept
-(``proxy.catchup``; the turn interrupted where the provider's response was not whole). When the
-runner gives up (the database stayed away past its retries), the exchange is released to that
-same recording in this process.
+While the runner of this process records the turn, the exchange is *held* here and *taken* in
+the log (its taker is this process): the recording of the log (``proxy.capture``'s hub, or a
+recorder process beside it, ``proxy.recorders``) leaves it alone. When the turn is finished,
+the exchange is marked recorded and its bytes go. When the process dies first (kill -9, a
+crash, a stop that could not record the interruption), the exchange is still in the log: the
+next start takes it over like a proxied one and records it into the same turn, every byte
+received kept (``proxy.catchup``; the turn interrupted where the provider's response was not
+whole). When the runner gives up (the database stayed away past its retries), the exchange is
+released to that same recording.
 
 A log that cannot be written (disk full) never stops the call: the turn goes on without it.
 """
@@ -90,7 +91,7 @@ class CallCapture:
                 "served_by": served_by}
         try:
             await self.log.open(self.kind, meta, body, instance=instances.owner(),
-                                exchange_id=xid)
+                                exchange_id=xid, taker=instances.owner())
         except capture.CaptureError:
             self._broken = True
 
@@ -137,4 +138,9 @@ class CallCapture:
                     await _off_loop(capture.mark_recorded, xid, self.turn.pk)
                 except capture.CaptureError:
                     log.warning("capture: exchange %s stays in the log", xid)
+        else:  # the log's recording, in whichever process, takes them from here
+            try:
+                await _off_loop(capture.untake, instances.owner(), *xids)
+            except capture.CaptureError:
+                log.warning("capture: exchanges %s stay taken until this process is gone", xids)
         capture.release(*xids)

@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS exchanges (
     bytes INTEGER NOT NULL DEFAULT 0,
     recorded REAL,
     turn TEXT,
-    note TEXT
+    note TEXT,
+    taker TEXT
 );
 CREATE INDEX IF NOT EXISTS exchanges_pending ON exchanges (recorded, opened);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -115,6 +116,7 @@ class Exchange:
     bytes: int = 0
     recorded: float | None = None
     turn: str | None = None
+    taker: str | None = None  # who records it (an instance id), None: nobody yet
 
     @property
     def ended(self) -> bool:
@@ -152,17 +154,17 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _row(r: sqlite3.Row | tuple[Any, ...]) -> Exchange:
     (id_, kind, instance, opened, meta, request, status, encoding, state, failure, chunks,
-     size, recorded, turn) = r
+     size, recorded, turn, taker) = r
     fail = orjson.loads(failure) if failure else None
     return Exchange(id=id_, kind=kind, instance=instance, opened=opened,
                     meta=orjson.loads(meta), request=bytes(request or b""), status=status,
                     encoding=encoding, state=state,
                     failure=(fail[0], fail[1]) if fail else None, chunks=chunks, bytes=size,
-                    recorded=recorded, turn=turn)
+                    recorded=recorded, turn=turn, taker=taker)
 
 
 _COLUMNS = ("id, kind, instance, opened, meta, request, status, encoding, state, failure, "
-            "chunks, bytes, recorded, turn")
+            "chunks, bytes, recorded, turn, taker")
 
 
 class CaptureLog:
@@ -178,6 +180,9 @@ class CaptureLog:
         self._broken: BaseException | None = None
         with _connect(path) as db:
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(exchanges)")}
+            if "taker" not in columns:  # a log an earlier version wrote
+                db.execute("ALTER TABLE exchanges ADD COLUMN taker TEXT")
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -208,20 +213,23 @@ class CaptureLog:
             raise CaptureError(str(box[0])) from box[0]
 
     async def open(self, kind: str, meta: dict[str, Any], request: bytes, *,
-                   instance: str, exchange_id: str | None = None) -> str:
-        """A new exchange; returns its id. Committed before this returns."""
+                   instance: str, exchange_id: str | None = None, taker: str | None = None
+                   ) -> str:
+        """A new exchange; returns its id. Committed before this returns. ``taker``: who
+        records it (from its first byte); None leaves it to whoever takes it from the log."""
         xid = exchange_id or str(uuid.uuid4())
         await self._submit(("open", xid, kind, instance, time.time(),
-                            orjson.dumps(meta).decode(), request))
+                            orjson.dumps(meta).decode(), request, taker))
         return xid
 
     def open_nowait(self, kind: str, meta: dict[str, Any], request: bytes, *,
-                    instance: str) -> tuple[str, asyncio.Future[None]]:
+                    instance: str, taker: str | None = None
+                    ) -> tuple[str, asyncio.Future[None]]:
         """``open`` without waiting: the id now, the commit's future (the writer keeps the
         order, so an append awaited after this is committed after it)."""
         xid = str(uuid.uuid4())
         return xid, self._submit(("open", xid, kind, instance, time.time(),
-                                  orjson.dumps(meta).decode(), request))
+                                  orjson.dumps(meta).decode(), request, taker))
 
     def respond(self, xid: str, status: int, encoding: str) -> asyncio.Future[None]:
         return self._submit(("respond", xid, status, encoding))
@@ -307,12 +315,13 @@ class CaptureLog:
 
     def pending(self, *, instance: str | None = None, exclude: set[str] | frozenset[str] = (
                 frozenset()), limit: int = 100) -> list[Exchange]:
-        """Exchanges not recorded yet, oldest first (of ``instance`` when given)."""
+        """Exchanges not recorded yet, oldest first (of ``instance`` when given, and not
+        taken by another)."""
         sql = f"SELECT {_COLUMNS} FROM exchanges WHERE recorded IS NULL"
         args: list[Any] = []
         if instance is not None:
-            sql += " AND instance = ?"
-            args.append(instance)
+            sql += " AND instance = ? AND (taker IS NULL OR taker = ?)"
+            args.extend((instance, instance))
         sql += " ORDER BY opened LIMIT ?"
         args.append(limit + len(exclude))
         rows = [_row(r) for r in self._reader().execute(sql, args)]
@@ -321,6 +330,26 @@ class CaptureLog:
     def instances_pending(self) -> list[str]:
         return [r[0] for r in self._reader().execute(
             "SELECT DISTINCT instance FROM exchanges WHERE recorded IS NULL")]
+
+    def takers_pending(self) -> list[str]:
+        """Who has taken exchanges not recorded yet."""
+        return [r[0] for r in self._reader().execute(
+            "SELECT DISTINCT taker FROM exchanges WHERE recorded IS NULL AND taker IS NOT NULL")]
+
+    def take(self, taker: str, limit: int) -> list[Exchange]:
+        """The oldest ended exchanges nobody records yet, ``limit`` at most, now ``taker``'s:
+        one statement, so two processes taking at once never take the same one."""
+        rows = self._reader().execute(
+            f"UPDATE exchanges SET taker = ? WHERE taker IS NULL AND id IN (SELECT id FROM "
+            f"exchanges WHERE recorded IS NULL AND taker IS NULL AND state != 'open' "
+            f"ORDER BY opened LIMIT ?) RETURNING {_COLUMNS}", (taker, limit)).fetchall()
+        return sorted((_row(r) for r in rows), key=lambda x: x.opened)
+
+    def untaken(self) -> bool:
+        """Whether an exchange waits that nobody records yet (ended or still forwarded)."""
+        return self._reader().execute(
+            "SELECT 1 FROM exchanges WHERE recorded IS NULL AND taker IS NULL LIMIT 1"
+        ).fetchone() is not None
 
     def lag(self) -> Lag:
         db = self._reader()
@@ -406,9 +435,10 @@ def _each_values(db: sqlite3.Connection, sql: str, rows: list[tuple[Any, Any, An
 def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
     kind = op[0]
     if kind == "open":
-        _, xid, what, instance, opened, meta, request = op
-        db.execute("INSERT OR IGNORE INTO exchanges (id, kind, instance, opened, meta, request) "
-                   "VALUES (?, ?, ?, ?, ?, ?)", (xid, what, instance, opened, meta, request))
+        _, xid, what, instance, opened, meta, request, taker = op
+        db.execute("INSERT OR IGNORE INTO exchanges (id, kind, instance, opened, meta, request, "
+                   "taker) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (xid, what, instance, opened, meta, request, taker))
     elif kind == "respond":
         _, xid, status, encoding = op
         db.execute("UPDATE exchanges SET status = ?, encoding = ? WHERE id = ?",
@@ -444,6 +474,18 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
                    (time.time(), dead))
         db.execute("UPDATE exchanges SET instance = ? WHERE instance = ? AND recorded IS NULL",
                    (instance, dead))
+        db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
+                   (dead,))
+    elif kind == "untake":
+        # Whoever took these records them no more (a recorder stopping, a runner giving up):
+        # the next to take them from the log does.
+        _, taker, xids = op
+        db.executemany("UPDATE exchanges SET taker = NULL WHERE id = ? AND taker = ? "
+                       "AND recorded IS NULL", [(xid, taker) for xid in xids])
+    elif kind == "drop_taker":
+        _, dead = op
+        db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
+                   (dead,))
     elif kind == "prune":
         _, before = op
         db.execute("DELETE FROM exchanges WHERE recorded IS NOT NULL AND recorded < ?",
@@ -525,6 +567,17 @@ def prune() -> None:
 
 def claim(dead: str, instance: str) -> None:
     get_log().write("claim", dead, instance)
+
+
+def untake(taker: str, *xids: str) -> None:
+    """From a thread: ``taker`` leaves ``xids`` to whoever takes them from the log next."""
+    if xids:
+        get_log().write("untake", taker, list(xids))
+
+
+def drop_taker(dead: str) -> None:
+    """From a thread: what ``dead`` (a process that is gone) had taken is free again."""
+    get_log().write("drop_taker", dead)
 
 
 def pid_alive(pid: int) -> bool:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("turnscope.live")
+
+# What runs beside a server, registered by the apps (``proxy.recorders``): ``start()`` before it
+# serves, ``await stop()`` as it stops, while its requests end.
+Companion = tuple[Callable[[], None], Callable[[], Awaitable[None]]]
+companions: list[Companion] = []
+
+
+def add_companion(start: Callable[[], None], stop: Callable[[], Awaitable[None]]) -> None:
+    if (start, stop) not in companions:
+        companions.append((start, stop))
 
 
 def asgi_application(*, static: bool = True, mounts: dict[str, Any] | None = None) -> Any:
@@ -66,6 +76,7 @@ async def _stop(server: Any, timeout: float = 5.0) -> None:
     it forwarded), what they told the capture log committed, and then what was written to each
     connection flushed before it closes. Otherwise the reactor's shutdown drops the writes still
     buffered in the process: an app would miss the end of what the log holds as forwarded."""
+    companions_stopped = asyncio.gather(*(stop() for _, stop in companions))  # meanwhile
     await stop_live_tasks(timeout)
     running = [details["application_instance"] for details in list(server.connections.values())
                if details.get("application_instance") is not None
@@ -80,6 +91,7 @@ async def _stop(server: Any, timeout: float = 5.0) -> None:
         log.warning("the capture log did not settle before the server stopped", exc_info=True)
     transports = [t for t in (getattr(p, "transport", None) for p in list(server.connections))
                   if t is not None]
+    await companions_stopped
     for transport in transports:
         transport.loseConnection()  # after what is buffered is written (abort would drop it)
     deadline = asyncio.get_running_loop().time() + timeout
@@ -126,6 +138,8 @@ def serve(
 
         forwarded.trust_configured_hops()  # X-Forwarded-For from the right, trusted hops only
     instances.register()  # this process owns what it runs and captures from now on
+    for start, _ in companions:
+        start()
     # What this thread opened while preparing: the reactor's loop never hands it back, so it
     # would stay open, idle, for the life of the process.
     connections.close_all()

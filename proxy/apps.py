@@ -9,10 +9,13 @@ class ProxyConfig(AppConfig):
         # The vocabulary the proxy produces (tool_call_response events) is registered in every
         # process, so documents holding such events import anywhere.
         # A server's recovery rounds record what gone servers left in the capture log.
-        from live import instances
+        from live import instances, serve
         from proxy import (
             catchup,
             messages,  # noqa: F401
+            recorders,
         )
 
         instances.add_hook(catchup.take_over_gone)
+        instances.add_hook(recorders.supervise)
+        serve.add_companion(recorders.start_wanted, recorders.stop)

@@ -12,7 +12,9 @@ up to a small window (``WINDOW`` bytes) and read back from the log past it; ever
 one that waited for a slot, one whose live recording broke off (the database went away), one a
 stopped process left in the log — is recorded from the log once it has ended
 (``proxy.catchup``). So memory holds the slots' windows, whatever the load; the backlog is the
-log's.
+log's. Where recorder processes run beside the server (``proxy.recorders``), they record from
+the log and the hub only live: what it records live it *takes* as it opens the exchange, so no
+recorder takes it too.
 
 A live recording holds its slot for as long as its stream lasts (seconds, under load), a
 recording from the log for one transaction. So at most half the slots record live, and while
@@ -37,6 +39,7 @@ from django.conf import settings
 
 from guards import redaction
 from live import capture, instances, tasks
+from proxy import recorders
 from proxy.endpoints import Endpoint
 
 log = logging.getLogger("turnscope.proxy")
@@ -201,6 +204,8 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self.instance = instances.owner()
         self.wait = bool(getattr(settings, "TURNSCOPE_CAPTURE_WAIT", True))
+        # Recorder processes beside this one take what it does not record live from the log.
+        self.beside = recorders.running()
 
     def feed(self, xid: str) -> Feed:
         found = self.feeds.get(xid)
@@ -217,12 +222,14 @@ class Hub:
                 "path": endpoint.path, "url": url, "served_by": endpoint.served_by,
                 "api_version": api_version,
                 "conversation": str(conversation.pk) if conversation is not None else None}
-        xid, opened = self.log.open_nowait("proxy", meta, body, instance=self.instance)
+        live = (not self.backlog and len(self.busy) < slots() and len(self.live) < live_slots()
+                and not tasks.stopping())
+        xid, opened = self.log.open_nowait("proxy", meta, body, instance=self.instance,
+                                           taker=self.instance if live else None)
         self.forwarding.add(xid)
         handle = Capture(self, xid, opened)
         known = Known(user, endpoint, body, url, api_version, conversation)
-        if (not self.backlog and len(self.busy) < slots() and len(self.live) < live_slots()
-                and not tasks.stopping()):
+        if live:
             self._start_live(xid, known, opened)
         else:
             self.known[xid] = known  # small: recorded from the log when a slot frees
@@ -284,8 +291,12 @@ class Hub:
     async def fill(self) -> None:
         """The oldest exchanges of this process waiting in the log get the free slots (one
         still being forwarded only while a live slot is free: else it waits for its end).
-        Nothing starts once the server stops: what is left is the next start's."""
+        Nothing starts once the server stops: what is left is the next start's. With recorder
+        processes beside this one, they record the log: this only notes whether it waits."""
         if tasks.stopping():
+            return
+        if self.beside:
+            self.backlog = await _off_loop(self.log.untaken)
             return
         while (free := slots() - len(self.busy)) > 0:
             skip = self.busy | capture.held()

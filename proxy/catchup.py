@@ -333,16 +333,22 @@ async def record_when_ended(hub: Hub, xid: str, reason: str | None = None) -> Tu
 
 async def take_over_gone() -> None:
     """A recovery round (``live.instances.keep_up``): the exchanges left in this host's log by
-    server processes that are gone become this one's, and are recorded."""
+    server processes that are gone become this one's, and are recorded; what a recorder
+    process that is gone had taken is free for the next to take."""
     hub_ = _hub()
     owners = set(await _off_loop(hub_.log.instances_pending)) - {hub_.instance}
-    if not owners:
+    takers = set(await _off_loop(hub_.log.takers_pending)) - {hub_.instance}
+    if not owners and not takers:
         hub_.wake.set()  # anything of ours that waits (a retry, a slot)
         return
-    gone = await _db(instances.gone)(owners)
-    for dead in gone:
-        await _off_loop(capture.claim, dead, hub_.instance)
+    gone = await _db(instances.gone)(owners | takers)
+    for dead in gone & owners:
+        await _off_loop(capture.claim, dead, hub_.instance)  # what it had taken, too
         log.warning("proxy: recording what instance %s left in the capture log", dead)
+    for dead in gone & takers - owners:
+        await _off_loop(capture.drop_taker, dead)
+        log.warning("proxy: recording again what recorder %s had taken from the capture log",
+                    dead)
     hub_.take_over([])
     hub_._ensure_loop()
 

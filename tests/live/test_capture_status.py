@@ -51,6 +51,11 @@ def test_the_command_says_how_far_behind_recording_is(log_):
     assert "waiting      1 exchange(s), 13 bytes (1 complete)" in text
     assert "oldest       1" in text or "oldest       9" in text
     assert "p-gone (gone" in text and xid in text
+    assert "untaken      1 (not being recorded yet)" in text
+    assert [x.id for x in log_.take("r-gone", 1)] == [xid]  # a recorder took it, then died
+    call_command("capture_status", stdout=(out := io.StringIO()))
+    assert "recording    1 taken by r-gone (gone: a server's next round frees them)" in (
+        out.getvalue())
 
 
 def test_the_staff_page_shows_the_lag_and_others_may_not_see_it(log_, client,
@@ -63,6 +68,7 @@ def test_the_staff_page_shows_the_lag_and_others_may_not_see_it(log_, client,
     client.force_login(staff)
     page = client.get("/staff/capture/")
     assert page.status_code == 200 and b"1 exchange waiting to be recorded" in page.content
+    assert b"<td>nobody yet</td>" in page.content  # no recorder has taken it
     data = client.get("/staff/capture/", HTTP_ACCEPT="application/json").json()
     assert (data["waiting"], data["bytes"], data["by_state"]) == (1, 13, {"complete": 1})
 

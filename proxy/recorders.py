@@ -1,0 +1,219 @@
+"""Recorder processes: the capture log recorded beside the server, on the machine's other cores.
+
+A server is one process, so one GIL: under sustained load its forwarding takes most of it and
+recording from the log falls behind, while the other cores idle (``bench.capture``, 50 clients x
+180 s on PostgreSQL, two cores: the server at 85-89 % of one, everything else at a third of the
+other; 4,226 exchanges behind when the load stopped, 68 s to record them). A recorder process
+takes the oldest ended exchanges from the log (``CaptureLog.take``: one statement, so two
+processes never take the same one) and records them as the server's hub would
+(``proxy.catchup.record``); the hub then records live only, and only while nothing waits.
+
+Only where the processes share what recording writes to: PostgreSQL (SQLite has one writer: a
+second process would wait for its lock) and Redis (what a recorder publishes must reach the
+websockets the server holds, and the cache it clears is theirs). ``TURNSCOPE_RECORDERS`` says how
+many the server starts: ``auto`` (the default) is one where that holds and the machine has two
+cores or more, else none; a number asks for that many, and the server refuses to start when
+they could not share.
+
+Each recorder is an instance with a lease of its own (``live.instances``). The server restarts a
+recorder that exits and stops them when it stops; a recorder whose server is gone stops by
+itself, leaving what it had not recorded to whoever takes it next, and what a recorder that is
+gone (killed) had taken is free again at the server's next round (``catchup.take_over_gone``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import close_old_connections, connection
+
+from live import capture, instances
+
+log = logging.getLogger("turnscope.proxy")
+
+SLOTS = 8  # exchanges one recorder records at once (over catchup's recording threads)
+POLL = 0.1  # seconds between looks at the log while there is nothing to take
+STOP_WAIT = 5.0  # seconds a stopping recorder gives its recordings to finish
+
+_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
+
+
+def why_not_shared() -> str:
+    """Why recorder processes cannot run here ("" when they can)."""
+    if connection.vendor == "sqlite":
+        return "the database is SQLite (one writer: a second process would wait for its lock)"
+    if "redis" not in str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")).lower():
+        return ("the channel layer is in memory (what a recorder publishes would not reach "
+                "the pages this server holds): set REDIS_URL")
+    return ""
+
+
+def wanted() -> int:
+    """How many recorder processes the server starts (``TURNSCOPE_RECORDERS``)."""
+    asked = str(getattr(settings, "TURNSCOPE_RECORDERS", "auto")).strip().lower()
+    reason = why_not_shared()
+    if asked == "auto":
+        return 1 if not reason and (os.cpu_count() or 1) >= 2 else 0
+    try:
+        count = int(asked)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TURNSCOPE_RECORDERS is {asked!r}: give 'auto' or a number of processes") from None
+    if count > 0 and reason:
+        raise ImproperlyConfigured(f"TURNSCOPE_RECORDERS={count} cannot run: {reason}; set it "
+                                   "to 0 to record in the server's process")
+    return max(0, count)
+
+
+# -- the server's side ---------------------------------------------------------------------------
+
+_children: list[subprocess.Popen[bytes]] = []
+_stopping = False
+
+
+def running() -> bool:
+    """Whether this process started recorders (they record the log; its hub records live)."""
+    return bool(_children)
+
+
+def _spawn() -> subprocess.Popen[bytes]:
+    env = {**os.environ,
+           "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
+                                                    "turnscope.settings")}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "django", "capture_recorder", "--parent", str(os.getpid())],
+        cwd=str(settings.BASE_DIR), env=env, stdin=subprocess.DEVNULL)
+    log.info("proxy: recorder process %d started", child.pid)
+    return child
+
+
+def start(count: int) -> None:
+    """The server starts ``count`` recorders (before it serves: its hub knows they run)."""
+    global _stopping
+    _stopping = False
+    _children.extend(_spawn() for _ in range(count))
+
+
+def start_wanted() -> None:
+    start(wanted())
+
+
+async def supervise() -> None:
+    """A recovery round: a recorder that exited is started again."""
+    for i, child in enumerate(_children):
+        if child.poll() is not None and not _stopping:
+            log.error("proxy: recorder process %d exited (%s); starting another", child.pid,
+                      child.returncode)
+            _children[i] = _spawn()
+
+
+async def stop(timeout: float = STOP_WAIT + 2) -> None:
+    """The server stops: each recorder finishes what it records (or leaves it to the log)."""
+    global _stopping
+    _stopping = True
+    for child in _children:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while any(c.poll() is None for c in _children):
+        if asyncio.get_running_loop().time() > deadline:
+            for child in _children:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()  # what it had taken is free once it is gone
+            break
+        await asyncio.sleep(0.05)
+
+
+# -- the recorder's side -------------------------------------------------------------------------
+
+
+class _LogOnly:
+    """What ``catchup.record`` needs of a hub: the log."""
+
+    def __init__(self, log_: capture.CaptureLog) -> None:
+        self.log = log_
+
+
+def run(parent: int) -> None:
+    """A recorder process: records from the log until it is stopped or its server is gone."""
+    me = instances.register()
+    close_old_connections()
+    log.info("proxy: recorder %s (process %d) records the capture log for process %d", me,
+             os.getpid(), parent)
+    try:
+        asyncio.run(_record(me, parent))
+    finally:
+        with contextlib.suppress(Exception):
+            instances.deregister()
+
+
+async def _record(me: str, parent: int) -> None:
+    from proxy import catchup
+
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    log_ = capture.get_log()
+    hub = _LogOnly(log_)
+    busy: dict[str, asyncio.Task[Any]] = {}
+    next_beat = 0.0
+    waker = asyncio.ensure_future(stopped.wait())
+    # Started by its server, it stops once it is orphaned; run by hand, once the server is gone.
+    child = os.getppid() == parent
+
+    def server_alive() -> bool:
+        return os.getppid() == parent if child else capture.pid_alive(parent)
+
+    try:
+        while not stopped.is_set() and server_alive():
+            if loop.time() >= next_beat:
+                next_beat = loop.time() + instances.BEAT_EVERY
+                try:
+                    await sync_to_async(instances.beat)()
+                except Exception as exc:  # the database is down: recordings retry meanwhile
+                    log.warning("recorder: could not renew the lease (%s)", type(exc).__name__)
+                    await sync_to_async(close_old_connections)()
+            taken: list[capture.Exchange] = []
+            if len(busy) < SLOTS:
+                try:
+                    taken = await _off_loop(functools.partial(log_.take, me, SLOTS - len(busy)))
+                except Exception:
+                    log.warning("recorder: could not read the capture log", exc_info=True)
+            for exchange in taken:
+                task = asyncio.ensure_future(catchup.record(hub, exchange))  # type: ignore[arg-type]
+                busy[exchange.id] = task
+                task.add_done_callback(functools.partial(_done, busy, exchange.id))
+            if not taken or len(busy) >= SLOTS:
+                await asyncio.wait([waker, *busy.values()], timeout=POLL,
+                                   return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waker.cancel()
+        left = list(busy)
+        if busy:
+            await asyncio.wait(list(busy.values()), timeout=STOP_WAIT)
+            for task in busy.values():
+                task.cancel()
+            await asyncio.gather(*busy.values(), return_exceptions=True)
+        try:  # what it did not record, the next to take records (recorded ones stay so)
+            await _off_loop(capture.untake, me, *left)
+        except capture.CaptureError:
+            log.warning("recorder: %d exchange(s) stay taken until this process is gone",
+                        len(left))
+
+
+def _done(busy: dict[str, asyncio.Task[Any]], xid: str, task: asyncio.Task[Any]) -> None:
+    busy.pop(xid, None)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("recorder: recording exchange %s failed", xid, exc_info=task.exception())

@@ -1,0 +1,148 @@
+"""Recorder processes (``proxy.recorders``): taking exchanges from the capture log is exclusive
+between processes, what a recorder leaves or a gone one held is free again, the hub with
+recorders beside it records live only what it took as it opened, and the server starts
+recorders only where they can share the database and the layer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from live import capture
+from proxy import endpoints, recorders
+from proxy.capture import Hub
+
+META = {"user": 1, "provider": "anthropic", "endpoint": "messages", "path": "/v1/messages",
+        "url": "https://api.anthropic.com/v1/messages", "api_version": None,
+        "conversation": None}
+
+
+def _exchanges(log_: capture.CaptureLog, count: int, *, ended: bool = True,
+               taker: str | None = None) -> list[str]:
+    async def go() -> list[str]:
+        out = []
+        for _ in range(count):
+            xid = await log_.open("proxy", META, b"{}", instance="server", taker=taker)
+            if ended:
+                await log_.end(xid, "complete")
+            out.append(xid)
+        return out
+
+    return asyncio.run(go())
+
+
+def test_two_processes_taking_at_once_never_take_the_same_exchange(tmp_path):
+    path = tmp_path / "capture.sqlite3"
+    writer = capture.CaptureLog(path)
+    free = _exchanges(writer, 120)
+    forwarding = _exchanges(writer, 5, ended=False)  # not ended: nobody takes them yet
+    live = _exchanges(writer, 5, taker="server")  # the server records them live
+    # Two log objects on one file, each with its own connections: two processes' view.
+    logs = {"a": capture.CaptureLog(path), "b": capture.CaptureLog(path)}
+    taken: dict[str, list[str]] = {"a": [], "b": []}
+    start = threading.Barrier(2)
+
+    def take(name: str) -> None:
+        start.wait()
+        while batch := logs[name].take(name, 7):
+            assert [x.taker for x in batch] == [name] * len(batch)
+            assert [x.opened for x in batch] == sorted(x.opened for x in batch)
+            taken[name].extend(x.id for x in batch)
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in logs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not set(taken["a"]) & set(taken["b"])
+    assert sorted(taken["a"] + taken["b"]) == sorted(free)
+    assert not writer.take("c", 100)  # the rest are being forwarded or recorded live
+    assert {x.id for x in writer.pending(limit=1000) if x.taker is None} == set(forwarding)
+    assert {writer.get(x).taker for x in live} == {"server"}
+
+
+def test_what_a_recorder_leaves_or_a_gone_one_took_is_taken_again(tmp_path):
+    log_ = capture.CaptureLog(tmp_path / "capture.sqlite3")
+    _exchanges(log_, 6)
+    mine = log_.take("r1", 3)
+    theirs = log_.take("r2", 3)
+    assert set(log_.takers_pending()) == {"r1", "r2"}
+    assert not log_.untaken()
+    log_.write("untake", "r1", [mine[0].id])  # a stopping recorder leaves what it did not do
+    log_.write("untake", "r2", [mine[1].id])  # never another's
+    log_.write("recorded", mine[2].id, None, "")
+    log_.write("untake", "r1", [mine[2].id])
+    assert log_.get(mine[2].id).taker == "r1" and log_.get(mine[2].id).recorded
+    assert [x.id for x in log_.take("r3", 10)] == [mine[0].id]
+    log_.write("drop_taker", "r2")  # r2 is gone
+    assert {x.id for x in log_.take("r3", 10)} == {x.id for x in theirs}
+    assert log_.get(mine[1].id).taker == "r1"
+
+
+def test_a_gone_servers_exchanges_and_what_it_took_become_the_next_ones(tmp_path):
+    log_ = capture.CaptureLog(tmp_path / "capture.sqlite3")
+    [forwarded] = _exchanges(log_, 1, ended=False, taker="server")  # recorded live, then killed
+    [waiting] = _exchanges(log_, 1)
+    log_.write("claim", "server", "next")
+    found = log_.get(forwarded)
+    assert (found.instance, found.state, found.taker) == ("next", "abandoned", None)
+    assert {x.id for x in log_.take("recorder", 10)} == {forwarded, waiting}
+
+
+def test_the_hub_with_recorders_beside_it_takes_only_what_it_records_live(
+        tmp_path, monkeypatch, django_user_model, transactional_db):
+    log_ = capture.CaptureLog(tmp_path / "capture.sqlite3")
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    monkeypatch.setattr(recorders, "running", lambda: True)
+    owner = django_user_model.objects.create_user("ana")
+    endpoint = endpoints.recorded("anthropic", "POST", "/v1/messages")
+    assert endpoint is not None
+    started: list[str] = []
+    monkeypatch.setattr(Hub, "_start_live", lambda self, xid, known, opened: (
+        started.append(xid), self.busy.add(xid), self.live.add(xid)))
+
+    async def go() -> None:
+        hub = Hub()
+        assert hub.beside
+
+        def request() -> str:
+            handle = hub.open(user=owner, endpoint=endpoint, body=b"{}", conversation=None,
+                              url="https://api.anthropic.com/v1/messages", api_version=None)
+            handle.end("complete")
+            return handle.xid
+
+        first = request()  # nothing waits: recorded live, taken as it opened
+        hub.backlog = True
+        second = request()  # something waits: left to the recorders
+        await log_.settled()
+        assert started == [first]
+        assert log_.get(first).taker == hub.instance and log_.get(second).taker is None
+        hub.live.clear()
+        hub.busy.clear()
+        await hub.fill()  # starts nothing from the log: it only notes that something waits
+        assert started == [first] and not hub.busy and hub.backlog
+        assert [x.id for x in log_.take("recorder", 10)] == [second]
+        await hub.fill()
+        assert not hub.backlog
+
+    asyncio.run(go())
+
+
+def test_recorders_run_only_where_the_processes_share_the_database_and_the_layer(settings):
+    settings.TURNSCOPE_RECORDERS = "auto"
+    if recorders.why_not_shared():  # SQLite, or the in-memory layer: none, and why
+        assert recorders.wanted() == 0
+        settings.TURNSCOPE_RECORDERS = "2"
+        with pytest.raises(ImproperlyConfigured, match="TURNSCOPE_RECORDERS=2 cannot run"):
+            recorders.wanted()
+    else:
+        settings.TURNSCOPE_RECORDERS = "2"
+        assert recorders.wanted() == 2
+    settings.TURNSCOPE_RECORDERS = "0"
+    assert recorders.wanted() == 0
+    settings.TURNSCOPE_RECORDERS = "many"
+    with pytest.raises(ImproperlyConfigured, match="'auto' or a number"):
+        recorders.wanted()

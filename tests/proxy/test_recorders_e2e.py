@@ -1,0 +1,142 @@
+"""A recorder process killed with exchanges taken loses none of them: ``manage.py serve`` on
+PostgreSQL (a private cluster) and Redis with a recorder beside it, 30 apps streaming through
+its proxy, the recorder killed (kill -9) while it records — the server starts another, which
+records every exchange the first had taken, once; and a recorder whose server is killed stops
+by itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import pgcluster
+from tests.proxy.test_capture_e2e import TIDES, Server, _env, _manage, _stream, _text, _upstream
+from tests.proxy.test_capture_outage import _recorded
+from upstream.recorded import reply
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow,
+              pytest.mark.skipif(pgcluster.unavailable() is not None,
+                                 reason=pgcluster.unavailable() or ""),
+              pytest.mark.skipif(not os.environ.get("REDIS_URL"),
+                                 reason="needs Redis (REDIS_URL): recorder processes publish "
+                                 "through the channel layer the server's pages read")]
+
+STREAMS = 30
+
+
+def _recorders(server: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == server:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _waiting(log: Path) -> list[str | None]:
+    """Who has taken each exchange the capture log holds not recorded yet (None: nobody)."""
+    con = sqlite3.connect(f"file:{log}?mode=ro", uri=True, timeout=5)
+    try:
+        return [t for (t,) in con.execute("SELECT taker FROM exchanges WHERE recorded IS NULL")]
+    except sqlite3.OperationalError:  # the table is not there yet
+        return []
+    finally:
+        con.close()
+
+
+def _instance(database: str, pid: int) -> str:
+    """The instance id the process ``pid`` registered (waiting for it to start)."""
+    import psycopg
+
+    deadline = time.monotonic() + 60
+    while True:
+        with psycopg.connect(database, connect_timeout=5) as con:
+            found = con.execute("SELECT id FROM live_instance WHERE pid = %s", (pid,)).fetchone()
+        if found:
+            return str(found[0])
+        assert time.monotonic() < deadline, f"process {pid} never registered"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_recorder_killed_while_it_records_loses_nothing(tmp_path):
+    with pgcluster.cluster() as pg, _upstream() as (upstream, upstream_url):
+        upstream.add(*[reply("anthropic", TIDES, pace=0.002)] * STREAMS)
+        env = _env(tmp_path, upstream_url)
+        env["DATABASE_URL"] = database = pg.create("turnscope")
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
+        # One live slot: the server records one exchange live, the recorder the rest.
+        env.update({"TURNSCOPE_RECORDERS": "1", "TURNSCOPE_RECORDING_SLOTS": "2"})
+        _manage(env, "migrate", "--verbosity", "0")
+        _manage(env, "shell", "-c", "from django.contrib.auth.models import User; "
+                "User.objects.create_user('ana', password='a-long-password-1')")
+        token = _manage(env, "create_token", "ana").strip().splitlines()[-1]
+        log = tmp_path / "serve.log"
+        capture_log = tmp_path / "capture.sqlite3"
+        server = Server(env, log)
+        try:
+            [first] = _recorders(server.proc.pid)
+            recorder = _instance(database, first)
+            got: dict[int, bytes] = {}
+            errors: dict[int, str] = {}
+            clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
+                       for n in range(STREAMS)]
+            for client in clients:
+                client.start()
+            # Caught with exchanges taken and not recorded yet (stopped, looked at, killed).
+            deadline = time.monotonic() + 60
+            while True:
+                os.kill(first, signal.SIGSTOP)
+                if recorder in _waiting(capture_log):
+                    break
+                os.kill(first, signal.SIGCONT)
+                assert time.monotonic() < deadline, "the recorder never took an exchange\n" + (
+                    log.read_text()[-3000:])
+                time.sleep(0.005)
+            held = _waiting(capture_log).count(recorder)
+            os.kill(first, signal.SIGKILL)
+            for client in clients:
+                client.join(60)
+            assert not errors and all(got[n] == TIDES for n in range(STREAMS)), errors
+
+            killed = time.monotonic()
+            while True:
+                turns, unrecorded = _recorded(database)
+                waiting = _waiting(capture_log)  # recorded in the database and in the log
+                if (len(turns) == STREAMS and not unrecorded and not waiting
+                        and all(t[0] != "streaming" for t in turns.values())):
+                    break
+                assert time.monotonic() - killed < 20, (
+                    f"{len(turns)} turns, {unrecorded} exchanges not recorded, {len(waiting)} "
+                    f"waiting in the log 20 s after the recorder was killed holding {held}\n"
+                    + log.read_text()[-3000:])
+                time.sleep(0.2)
+            [second] = _recorders(server.proc.pid)
+            assert second != first and not _alive(first)
+        finally:
+            server.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _alive(second):  # its server is gone: it stops by itself
+            assert time.monotonic() < deadline, "the recorder outlived its server"
+            time.sleep(0.1)
+    whole = _text(TIDES)
+    for n in range(STREAMS):
+        status, text, recording = turns[f"Tides {n}?"]
+        assert (status, text) == ("complete", whole), n
+        assert [r["raw"] for r in recording] == [TIDES.decode()], n
