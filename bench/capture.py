@@ -6,13 +6,15 @@ for T seconds, then how long recording takes to catch up.
 
 A recorded upstream (``bench.proxy``'s: the bundled Anthropic sample as SSE, one event every
 ``--pace`` seconds) runs in its own process; ``manage.py serve`` (SQLite by default, or the
-PostgreSQL database ``--postgres`` names, created fresh) in another. Each client sends one
+PostgreSQL database ``--postgres`` names, created fresh; there it starts a recorder process
+beside itself unless ``--recorders 0``) in another. Each client sends one
 streaming request after another through the proxy for ``--seconds``; then the bench waits for
 every exchange to be recorded (the capture log's lag back to zero and no turn streaming).
 
 Reported: requests sent, errors, agent turns recorded complete, the largest lag seen (count,
 bytes, age of the oldest exchange waiting, sampled every second from the capture log), the time
-to drain after the load stops, and the server's RSS at start, peak and end. The issue's targets
+to drain after the load stops, and the RSS of the server and of its recorders at start, peak
+and end. The issue's targets
 (``--clients 50 --seconds 180`` on PostgreSQL): everything recorded within 60 s of the load
 stopping, RSS growth <= 50 MB, no turn left streaming.
 """
@@ -149,8 +151,7 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL",
                         help="serve from this PostgreSQL database (dropped and created)")
     parser.add_argument("--redis", metavar="URL",
-                        help="the channel layer and cache on this Redis (with --postgres, the "
-                        "server records the log in recorder processes beside it)")
+                        help="the channel layer and cache on this Redis")
     parser.add_argument("--recorders", metavar="N",
                         help="TURNSCOPE_RECORDERS for the server (default: its own, auto)")
     args = parser.parse_args()

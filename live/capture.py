@@ -29,6 +29,11 @@ redacted one), each response chunk as it was forwarded, and how it ended (``comp
 got all of it; ``cut``: the provider broke off; ``gone``: the app went away; ``failed``: no
 response, with the code and message; ``open``: the process died first). Once recorded, the bytes
 are deleted and the row says where they went (``turn``) for a day (``status``'s history).
+
+**Who records what.** An exchange's ``taker`` is the process recording it: the server for what it
+records live (from its first byte), a recorder process for what it took from the log
+(``take``). **Announcements**: what a recorder process would tell open pages goes here too, and
+its server sends it to its own channel layer (a recorder's in-memory layer reaches no page).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +60,7 @@ log = logging.getLogger("turnscope.capture")
 BATCH_ITEMS = 2000  # appends committed in one transaction at most
 BATCH_BYTES = 8 * 1024 * 1024
 KEEP_RECORDED = 24 * 3600  # seconds a recorded exchange's row (not its bytes) is kept
+KEEP_ANNOUNCED = 3600  # seconds a recorder's announcement is kept for its server to send
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -77,6 +83,13 @@ CREATE TABLE IF NOT EXISTS exchanges (
     taker TEXT
 );
 CREATE INDEX IF NOT EXISTS exchanges_pending ON exchanges (recorded, opened);
+CREATE TABLE IF NOT EXISTS announcements (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    server TEXT NOT NULL,
+    groups TEXT NOT NULL,
+    text TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chunks (
     exchange TEXT NOT NULL,
     n INTEGER NOT NULL,
@@ -377,6 +390,19 @@ class CaptureLog:
                 out.append(x)
         return out
 
+    def announcements(self, server: str, after: int, limit: int = 500
+                      ) -> list[tuple[int, list[str], str]]:
+        """What the recorders of ``server`` announced after ``after`` (its seq), oldest first:
+        each ``(seq, groups, text)`` for the server to send to its channel layer."""
+        return [(seq, orjson.loads(groups), text) for seq, groups, text in self._reader().execute(
+            "SELECT seq, groups, text FROM announcements WHERE server = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?", (server, after, limit))]
+
+    def last_announcement(self) -> int:
+        found: int = self._reader().execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM announcements").fetchone()[0]
+        return found
+
     def recent(self, limit: int = 20) -> list[Exchange]:
         return [_row(r) for r in self._reader().execute(
             f"SELECT {_COLUMNS} FROM exchanges ORDER BY opened DESC LIMIT ?", (limit,))]
@@ -486,10 +512,15 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
         _, dead = op
         db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
                    (dead,))
+    elif kind == "announce":
+        _, server, groups, text = op
+        db.execute("INSERT INTO announcements (at, server, groups, text) VALUES (?, ?, ?, ?)",
+                   (time.time(), server, orjson.dumps(groups).decode(), text))
     elif kind == "prune":
         _, before = op
         db.execute("DELETE FROM exchanges WHERE recorded IS NOT NULL AND recorded < ?",
                    (before,))
+        db.execute("DELETE FROM announcements WHERE at < ?", (time.time() - KEEP_ANNOUNCED,))
     else:  # pragma: no cover - a bug
         raise ValueError(f"unknown capture operation {kind!r}")
 
@@ -562,7 +593,14 @@ def mark_turn(xid: str, turn: Any) -> None:
 
 
 def prune() -> None:
+    """From a thread: recorded exchanges' rows older than a day go, and old announcements."""
     get_log().write("prune", time.time() - KEEP_RECORDED)
+
+
+def relay_announcement(server: str, groups: Sequence[str], text: str) -> None:
+    """From a thread (a recorder process's): ``text`` for ``groups``, which ``server`` (its
+    process id) sends on (``announcements``)."""
+    get_log().write("announce", server, list(groups), text)
 
 
 def claim(dead: str, instance: str) -> None:

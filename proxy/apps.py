@@ -18,4 +18,5 @@ class ProxyConfig(AppConfig):
 
         instances.add_hook(catchup.take_over_gone)
         instances.add_hook(recorders.supervise)
+        instances.add_hook(catchup.prune_log)
         serve.add_companion(recorders.start_wanted, recorders.stop)

@@ -276,15 +276,18 @@ class Hub:
         self.wake.set()
 
     async def _dispatch(self) -> None:
-        """Give each free slot the oldest exchange of this process still to record."""
+        """Give each free slot the oldest exchange of this process still to record (with
+        recorders beside it: send on what they announced, a few times a second)."""
         while True:
             # (not wait_for: on 3.11 it can swallow a cancel that lands as the wait ends)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
+                async with asyncio.timeout(recorders.RELAY_EVERY if self.beside else 1.0):
                     await self.wake.wait()
             self.wake.clear()
             try:
                 await self.fill()
+                if self.beside:
+                    await recorders.relay(self.log)
             except Exception:
                 log.warning("capture: could not read the log", exc_info=True)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -351,6 +352,21 @@ async def take_over_gone() -> None:
                     dead)
     hub_.take_over([])
     hub_._ensure_loop()
+
+
+PRUNE_EVERY = 600.0  # seconds between prunings of the log
+_pruned_at = float("-inf")
+
+
+async def prune_log() -> None:
+    """A recovery round, now and then: the rows of exchanges recorded over a day ago, and old
+    announcements, leave the log."""
+    global _pruned_at
+    now = time.monotonic()
+    if now - _pruned_at < PRUNE_EVERY:
+        return
+    _pruned_at = now
+    await _off_loop(capture.prune)
 
 
 def _hub() -> Hub:

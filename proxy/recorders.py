@@ -8,12 +8,13 @@ takes the oldest ended exchanges from the log (``CaptureLog.take``: one statemen
 processes never take the same one) and records them as the server's hub would
 (``proxy.catchup.record``); the hub then records live only, and only while nothing waits.
 
-Only where the processes share what recording writes to: PostgreSQL (SQLite has one writer: a
-second process would wait for its lock) and Redis (what a recorder publishes must reach the
-websockets the server holds, and the cache it clears is theirs). ``TURNSCOPE_RECORDERS`` says how
-many the server starts: ``auto`` (the default) is one where that holds and the machine has two
-cores or more, else none; a number asks for that many, and the server refuses to start when
-they could not share.
+Only on PostgreSQL: SQLite has one writer, and a second process would wait for its lock.
+``TURNSCOPE_RECORDERS`` says how many the server starts: ``auto`` (the default) is one there on
+a machine of two cores or more, else none; a number asks for that many, and the server refuses
+to start on SQLite. What a recorder would tell open pages (the turns it recorded, a
+conversation it started) it writes to the log instead (``conversations.actions.announce``'s
+relay), and its server sends it to the channel layer a few times a second: a recorder's own
+in-memory layer reaches no page, and on Redis this keeps one way for both.
 
 Each recorder is an instance with a lease of its own (``live.instances``). The server restarts a
 recorder that exits and stops them when it stops; a recorder whose server is gone stops by
@@ -38,6 +39,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connection
 
+from conversations.actions import announce
 from live import capture, instances
 
 log = logging.getLogger("turnscope.proxy")
@@ -53,9 +55,6 @@ def why_not_shared() -> str:
     """Why recorder processes cannot run here ("" when they can)."""
     if connection.vendor == "sqlite":
         return "the database is SQLite (one writer: a second process would wait for its lock)"
-    if "redis" not in str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")).lower():
-        return ("the channel layer is in memory (what a recorder publishes would not reach "
-                "the pages this server holds): set REDIS_URL")
     return ""
 
 
@@ -80,6 +79,8 @@ def wanted() -> int:
 
 _children: list[subprocess.Popen[bytes]] = []
 _stopping = False
+_relayed = 0  # the last announcement of the recorders this server sent on
+RELAY_EVERY = 0.2  # seconds between the server's looks for what its recorders announced
 
 
 def running() -> bool:
@@ -100,9 +101,22 @@ def _spawn() -> subprocess.Popen[bytes]:
 
 def start(count: int) -> None:
     """The server starts ``count`` recorders (before it serves: its hub knows they run)."""
-    global _stopping
+    global _stopping, _relayed
     _stopping = False
+    if count:
+        _relayed = capture.get_log().last_announcement()  # older ones were another's to send
     _children.extend(_spawn() for _ in range(count))
+
+
+async def relay(log_: capture.CaptureLog) -> None:
+    """What the recorders announced since the last time, sent to this server's layer (where
+    its pages listen), in order."""
+    global _relayed
+    while batch := await _off_loop(functools.partial(log_.announcements, str(os.getpid()),
+                                                     _relayed)):
+        for seq, groups, text in batch:
+            await announce.deliver(groups, text)
+            _relayed = seq
 
 
 def start_wanted() -> None:
@@ -149,6 +163,8 @@ def run(parent: int) -> None:
     """A recorder process: records from the log until it is stopped or its server is gone."""
     me = instances.register()
     close_old_connections()
+    # Its layer reaches no page: what it announces goes through the log to its server.
+    announce.relay_to(functools.partial(capture.relay_announcement, str(parent)))
     log.info("proxy: recorder %s (process %d) records the capture log for process %d", me,
              os.getpid(), parent)
     try:

@@ -307,7 +307,7 @@ TURNSCOPE_RECORDED_UPSTREAM = os.environ.get("TURNSCOPE_RECORDED_UPSTREAM", "")
 TURNSCOPE_CAPTURE_WAIT = os.environ.get("TURNSCOPE_CAPTURE_WAIT", "1") not in ("0", "false", "")
 TURNSCOPE_RECORDING_SLOTS = int(os.environ.get("TURNSCOPE_RECORDING_SLOTS", "16"))
 # Recorder processes ``serve`` starts beside itself to record the capture log on other cores
-# (proxy.recorders): "auto" is one on PostgreSQL + Redis with two cores or more, else none.
+# (proxy.recorders): "auto" is one on PostgreSQL with two cores or more, else none.
 TURNSCOPE_RECORDERS = os.environ.get("TURNSCOPE_RECORDERS", "auto")
 
 # A conversation page shows this many turns (the newest; "Earlier turns" loads more).

@@ -18,6 +18,10 @@ beside ``live.protocol``'s messages:
   stored into a conversation outside the runner (an API ingest, an OTLP span): a page whose
   ``last_seq`` is behind the message's ``seq`` resyncs and fetches the turns.
 
+A process whose layer reaches no page (a recorder process beside the server) sets a relay
+(``relay_to``): what it announces, and what ``live.publish`` publishes there, goes to the relay
+instead, and the server sends it on (``deliver``).
+
 Announcing is the fast path and may drop (the layer is down, the message expires): the
 database stays the truth, and a page that reconnects reads the title again from the state
 document. A message is sent only once its transaction has committed, so a page never shows a
@@ -30,7 +34,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -46,6 +50,21 @@ log = logging.getLogger("turnscope.live")
 GROUP_MESSAGE_TYPE = "live.message"  # handled by the consumers' live_message
 SEND_TIMEOUT = 2.0  # seconds: a layer that hangs must not hold the request that committed
 QUIET_AFTER_FAILURE = 5.0  # seconds: announcements dropped at once after a failed send
+
+# A process whose channel layer reaches no open page (a recorder beside the server:
+# proxy.recorders) hands what it announces to one whose layer does: ``(groups, text)``.
+Relay = Callable[[Sequence[str], str], None]
+_relay: Relay | None = None
+
+
+def relay_to(relay: Relay | None) -> None:
+    global _relay
+    _relay = relay
+
+
+def relay() -> Relay | None:
+    return _relay
+
 
 # When a send last failed: an import of a hundred conversations with Redis down waits on it
 # once, not a hundred times (live.publish backs off the same way for the runner).
@@ -106,24 +125,34 @@ def announce(message: dict[str, Any], *, conversation: Any = None, owner: Any = 
 
 
 def send(groups: Sequence[str], message: dict[str, Any]) -> None:
+    text = orjson.dumps({**message, "ts": round(time.time() * 1000, 3)}).decode()
+    if _relay is not None:
+        try:
+            _relay(groups, text)
+        except Exception:
+            _failed()
+        return
     layer = get_channel_layer()
     if layer is None or time.monotonic() - _failed_at < QUIET_AFTER_FAILURE:
         return
-    text = orjson.dumps({**message, "ts": round(time.time() * 1000, 3)}).decode()
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
     try:
         if loop is not None:  # committed on an event loop's own thread: send from it
-            loop.create_task(_send(layer, groups, text))
+            loop.create_task(deliver(groups, text, layer))
         else:
-            async_to_sync(_send)(layer, groups, text)
+            async_to_sync(deliver)(groups, text, layer)
     except Exception:  # never the committed action's failure: pages resync from the store
         _failed()
 
 
-async def _send(layer: Any, groups: Sequence[str], text: str) -> None:
+async def deliver(groups: Sequence[str], text: str, layer: Any = None) -> None:
+    """``text`` (a message as sent) to ``groups`` on this process's layer."""
+    layer = layer or get_channel_layer()
+    if layer is None:
+        return
     try:
         async with asyncio.timeout(SEND_TIMEOUT):
             for group in groups:

@@ -6,8 +6,11 @@ recorders only where they can share the database and the layer."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import threading
 
+import orjson
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -146,3 +149,54 @@ def test_recorders_run_only_where_the_processes_share_the_database_and_the_layer
     settings.TURNSCOPE_RECORDERS = "many"
     with pytest.raises(ImproperlyConfigured, match="'auto' or a number"):
         recorders.wanted()
+
+
+def test_what_a_recorder_announces_reaches_the_servers_pages_through_the_log(
+        tmp_path, monkeypatch):
+    """A recorder's in-memory layer reaches no page: its publishes and its on-commit
+    announcements go to the log, and its server sends them on to its own layer, in order,
+    once each (none from before it started)."""
+    from channels.layers import get_channel_layer
+
+    from conversations.actions import announce
+    from live import protocol, publish
+
+    log_ = capture.CaptureLog(tmp_path / "capture.sqlite3")
+    monkeypatch.setattr(capture, "get_log", lambda: log_)
+    conversation = "7c4d3a0e-5b1f-4c8e-9a55-1f0e2d3c4b5a"
+    group = protocol.group_name(conversation)
+    server = str(os.getpid())
+    capture.relay_announcement(server, [group], '{"type": "stale"}')  # an earlier run's
+    capture.relay_announcement("1", [group], '{"type": "theirs"}')  # another server's
+    monkeypatch.setattr(recorders, "_spawn", lambda: None)
+    monkeypatch.setattr(recorders, "_children", [])
+    monkeypatch.setattr(recorders, "_relayed", 0)
+    recorders.start(1)  # the server: it sends what comes after this
+    monkeypatch.setattr(announce, "_relay", None)
+    announce.relay_to(functools.partial(capture.relay_announcement, server))  # the recorder
+    capture.relay_announcement("1", [group], '{"type": "theirs"}')
+
+    async def go() -> list[dict]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        await publish.publish_all(conversation, [{"type": "turn", "seq": 3},
+                                                 {"type": "events", "seq_to": 4}])
+        announce.send([group], {"type": "conversation", "op": "update", "title": "T"})
+        announce.relay_to(None)  # the server's side
+        await recorders.relay(log_)
+        await recorders.relay(log_)  # sent once
+        got = []
+        while True:
+            try:
+                async with asyncio.timeout(0.2):
+                    got.append(await layer.receive(channel))
+            except TimeoutError:
+                return got
+
+    got = asyncio.run(go())
+    assert [m["type"] for m in got] == ["live.message", "live.message"]
+    first, second = (orjson.loads(m["text"]) for m in got)
+    assert first["type"] == "batch" and [m["type"] for m in first["messages"]] == [
+        "turn", "events"]
+    assert (second["type"], second["op"], second["title"]) == ("conversation", "update", "T")
