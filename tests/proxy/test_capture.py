@@ -12,7 +12,7 @@ import pytest
 from django.db.utils import OperationalError
 
 from conversations.models import Turn
-from live import bundled, capture, tasks
+from live import bundled, capture, capture_ops, tasks
 from live.models import RecordedExchange
 from proxy import catchup, endpoints, threads
 from proxy.capture import Capture, Hub
@@ -119,7 +119,7 @@ def test_many_exchanges_chunks_in_one_batch_each_land_whole_and_counted(log_, ow
         await asyncio.gather(*appends)
         return xids
 
-    assert max(map(len, pieces.values())) > capture.CHUNK_ROWS
+    assert max(map(len, pieces.values())) > capture_ops.CHUNK_ROWS
     xids = asyncio.run(go())
     for name in ("a", "b"):
         exchange = log_.get(xids[name])
@@ -140,16 +140,16 @@ def test_a_run_longer_than_one_statement_holds_is_written_whole(tmp_path, monkey
     more chunks than one insert takes, over two exchanges, on an SQLite with ``UPDATE ...
     FROM`` and on one without (before 3.33)."""
     if old_sqlite:
-        monkeypatch.setattr(capture.sqlite3, "sqlite_version_info", (3, 31, 1))
+        monkeypatch.setattr(capture_ops.sqlite3, "sqlite_version_info", (3, 31, 1))
     capture.CaptureLog(tmp_path / "log.sqlite3")  # the schema
     db = sqlite3.connect(tmp_path / "log.sqlite3", isolation_level=None)
     for xid in ("a", "b"):
         db.execute("INSERT INTO exchanges (id, kind, instance, opened, meta) "
                    "VALUES (?, 'proxy', 'test', 0, '{}')", (xid,))
-    count = capture.CHUNK_ROWS * 2 + 7
+    count = capture_ops.CHUNK_ROWS * 2 + 7
     ops = [("chunk", "ab"[n % 2], n // 2, bytes([n % 256]) * (n % 5 + 1)) for n in range(count)]
     db.execute("BEGIN")
-    capture._apply_batch(db, ops)
+    capture_ops.apply_batch(db, ops)
     db.execute("COMMIT")
     for xid in ("a", "b"):
         mine = [op for op in ops if op[1] == xid]

@@ -1,11 +1,13 @@
 """A recorder process killed with exchanges taken loses none of them: ``manage.py serve`` on
-PostgreSQL (a private cluster) with a recorder beside it, 30 apps streaming through
-its proxy, the recorder killed (kill -9) while it records — the server starts another, which
-records every exchange the first had taken, once; and a recorder whose server is killed stops
-by itself."""
+PostgreSQL (a private cluster) with a recorder beside it, 30 apps streaming through its proxy,
+the recorder killed (kill -9) while it records — the server starts another, which records every
+exchange the first had taken, once; the owner's open conversation list hears of every
+conversation the recorders started (through the server: theirs is another process's layer);
+and a recorder whose server is killed stops by itself."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -13,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests import pgcluster
@@ -25,6 +28,26 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow,
                                  reason=pgcluster.unavailable() or "")]
 
 STREAMS = 30
+SESSION = """
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+user = User.objects.create_user("ana", password="a-long-password-1")
+session = SessionStore()
+session[SESSION_KEY] = str(user.pk)
+session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+print(session.session_key)
+"""
+
+
+def _conversations(database: str) -> set[str]:
+    import psycopg
+
+    with psycopg.connect(database, connect_timeout=5) as con:
+        return {str(c) for (c,) in con.execute(
+            "SELECT id FROM conversations_conversation").fetchall()}
 
 
 def _recorders(server: int) -> list[int]:
@@ -64,6 +87,17 @@ def _instance(database: str, pid: int) -> str:
         time.sleep(0.1)
 
 
+def _listen(url: str, session: str, heard: list[dict], stop: threading.Event) -> None:
+    """What the owner's conversation list hears, as a browser's socket would."""
+    from websockets.sync.client import connect
+
+    with connect(url.replace("http", "ws", 1) + "/ws/conversations/", origin=url,
+                 additional_headers={"Cookie": f"sessionid={session}"}) as socket:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                heard.append(orjson.loads(socket.recv(timeout=0.2)))
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -80,8 +114,7 @@ def test_a_recorder_killed_while_it_records_loses_nothing(tmp_path):
         # One live slot: the server records one exchange live, the recorder the rest.
         env.update({"TURNSCOPE_RECORDERS": "1", "TURNSCOPE_RECORDING_SLOTS": "2"})
         _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "shell", "-c", "from django.contrib.auth.models import User; "
-                "User.objects.create_user('ana', password='a-long-password-1')")
+        session = _manage(env, "shell", "-c", SESSION).strip().splitlines()[-1]
         token = _manage(env, "create_token", "ana").strip().splitlines()[-1]
         log = tmp_path / "serve.log"
         capture_log = tmp_path / "capture.sqlite3"
@@ -89,6 +122,13 @@ def test_a_recorder_killed_while_it_records_loses_nothing(tmp_path):
         try:
             [first] = _recorders(server.proc.pid)
             recorder = _instance(database, first)
+            heard: list[dict] = []
+            done = threading.Event()
+            listener = threading.Thread(target=_listen, args=(server.url, session, heard, done))
+            listener.start()
+            while not heard:  # its hello: it listens
+                assert listener.is_alive(), "the list's socket closed"
+                time.sleep(0.05)
             got: dict[int, bytes] = {}
             errors: dict[int, str] = {}
             clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
@@ -125,6 +165,15 @@ def test_a_recorder_killed_while_it_records_loses_nothing(tmp_path):
                 time.sleep(0.2)
             [second] = _recorders(server.proc.pid)
             assert second != first and not _alive(first)
+            started = _conversations(database)
+            deadline = time.monotonic() + 10
+            while not started <= {m["conversation"] for m in heard
+                                  if m.get("type") == "conversation" and m["op"] == "add"}:
+                assert time.monotonic() < deadline, (
+                    f"the list heard of {len(heard)} of {len(started)} conversations")
+                time.sleep(0.1)
+            done.set()
+            listener.join(5)
         finally:
             server.stop(signal.SIGKILL)
         deadline = time.monotonic() + 10
