@@ -28,7 +28,7 @@ process dies.
 redacted one), each response chunk as it was forwarded, and how it ended (``complete``: the app
 got all of it; ``cut``: the provider broke off; ``gone``: the app went away; ``failed``: no
 response, with the code and message; ``open``: the process died first). Once recorded, the bytes
-are deleted and the row says where they went (``turn``) for a day (``status``'s history).
+are deleted and the row says where they went (``turn``) for an hour.
 
 **Who records what.** An exchange's ``taker`` is the process recording it: the server for what it
 records live (from its first byte), a recorder process for what it took from the log
@@ -61,7 +61,8 @@ log = logging.getLogger("turnscope.capture")
 
 BATCH_ITEMS = 2000  # appends committed in one transaction at most
 BATCH_BYTES = 8 * 1024 * 1024
-KEEP_RECORDED = 24 * 3600  # seconds a recorded exchange's row (not its bytes) is kept
+KEEP_RECORDED = 3600  # seconds a recorded exchange's row (not its bytes) is kept
+PRUNE_ROWS = 2000  # rows one pruning transaction deletes at most (the writer waits for it)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -350,14 +351,46 @@ class CaptureLog:
         return [r[0] for r in self._reader().execute(
             "SELECT DISTINCT taker FROM exchanges WHERE recorded IS NULL AND taker IS NOT NULL")]
 
-    def take(self, taker: str, limit: int) -> list[Exchange]:
-        """The oldest ended exchanges nobody records yet, ``limit`` at most, now ``taker``'s:
-        one statement, so two processes taking at once never take the same one."""
+    def take(self, taker: str, instance: str, limit: int) -> list[Exchange]:
+        """The oldest ended exchanges of ``instance`` (a server) nobody records yet, ``limit``
+        at most, now ``taker``'s: one statement, so two processes taking at once never take
+        the same one."""
         rows = self._reader().execute(
             f"UPDATE exchanges SET taker = ? WHERE taker IS NULL AND id IN (SELECT id FROM "
             f"exchanges WHERE recorded IS NULL AND taker IS NULL AND state != 'open' "
-            f"ORDER BY opened LIMIT ?) RETURNING {_COLUMNS}", (taker, limit)).fetchall()
+            f"AND instance = ? ORDER BY opened LIMIT ?) RETURNING {_COLUMNS}",
+            (taker, instance, limit)).fetchall()
         return sorted((_row(r) for r in rows), key=lambda x: x.opened)
+
+    def untake_nowait(self, taker: str, *xids: str) -> asyncio.Future[None]:
+        """``taker`` leaves ``xids`` (those not recorded) to whoever takes them next."""
+        return self._submit(("untake", taker, list(xids)))
+
+    def prune(self, before: float) -> int:
+        """Rows of exchanges recorded before ``before`` leave the log, and old announcements,
+        a few thousand a transaction (the writer, and so forwarding, waits for each); how
+        many rows went."""
+        db = self._reader()
+        gone = 0
+        while True:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                n = db.execute(
+                    "DELETE FROM exchanges WHERE id IN (SELECT id FROM exchanges WHERE "
+                    "recorded IS NOT NULL AND recorded < ? LIMIT ?)", (before, PRUNE_ROWS)
+                ).rowcount
+                n += db.execute(
+                    "DELETE FROM announcements WHERE seq IN (SELECT seq FROM announcements "
+                    "WHERE at < ? LIMIT ?)", (time.time() - capture_ops.KEEP_ANNOUNCED,
+                                              PRUNE_ROWS)).rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            gone += n
+            if n < PRUNE_ROWS:
+                return gone
+            time.sleep(0.01)  # the writer's turn
 
     def untaken(self) -> bool:
         """Whether an exchange waits that nobody records yet (ended or still forwarded)."""
@@ -476,9 +509,10 @@ def mark_turn(xid: str, turn: Any) -> None:
     get_log().write("turn", xid, str(turn))
 
 
-def prune() -> None:
-    """From a thread: recorded exchanges' rows older than a day go, and old announcements."""
-    get_log().write("prune", time.time() - KEEP_RECORDED)
+def prune() -> int:
+    """From a thread: recorded exchanges' rows older than ``KEEP_RECORDED`` go, and old
+    announcements."""
+    return get_log().prune(time.time() - KEEP_RECORDED)
 
 
 def relay_announcement(server: str, groups: Sequence[str], text: str) -> None:

@@ -1,7 +1,7 @@
 """The capture log's operations (``live.capture``): what its writer thread applies, in SQL, one
 batch per transaction. Each operation is a tuple, its kind first: ``open``, ``respond``,
 ``chunk``, ``end``, ``recorded``, ``turn``, ``claim``, ``untake``, ``drop_taker``, ``announce``,
-``prune``, ``settled``."""
+``settled``."""
 
 from __future__ import annotations
 
@@ -121,10 +121,5 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
         _, server, groups, text = op
         db.execute("INSERT INTO announcements (at, server, groups, text) VALUES (?, ?, ?, ?)",
                    (time.time(), server, orjson.dumps(groups).decode(), text))
-    elif kind == "prune":
-        _, before = op
-        db.execute("DELETE FROM exchanges WHERE recorded IS NOT NULL AND recorded < ?",
-                   (before,))
-        db.execute("DELETE FROM announcements WHERE at < ?", (time.time() - KEEP_ANNOUNCED,))
     else:  # pragma: no cover - a bug
         raise ValueError(f"unknown capture operation {kind!r}")

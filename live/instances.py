@@ -96,8 +96,10 @@ def deregister() -> None:
         _current = ""
 
 
-def gone(instance_ids: set[str]) -> set[str]:
-    """Which of ``instance_ids`` are gone (never this process's own)."""
+def gone(instance_ids: set[str], *, local_pids: bool = False) -> set[str]:
+    """Which of ``instance_ids`` are gone (never this process's own). ``local_pids``: one of
+    this host whose process is alive is not gone, even when its lease ran out (the database
+    was away longer than a lease: it could not renew it)."""
     from live.models import Instance
 
     ids = {i for i in instance_ids if i and i != current()}
@@ -107,9 +109,10 @@ def gone(instance_ids: set[str]) -> set[str]:
     me = host()
     alive = set()
     for row in Instance.objects.filter(pk__in=ids):
-        if row.beat_at < stale:
+        local = row.host == me
+        if local and not pid_alive(row.pid):
             continue
-        if row.host == me and not pid_alive(row.pid):
+        if row.beat_at < stale and not (local and local_pids):
             continue
         alive.add(row.id)
     return ids - alive

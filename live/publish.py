@@ -73,7 +73,7 @@ def _outage(layer: Any) -> _Outage:
 async def publish(conversation_id: Any, message: dict[str, Any], layer: Any = None) -> None:
     message.setdefault("conversation", str(conversation_id))
     message.setdefault("ts", protocol.now_ts())
-    if (relay := announce.relay()) is not None and layer is None:  # a recorder process
+    if (relay := announce.current_relay()) is not None and layer is None:  # a recorder process
         try:
             await _off_loop(relay, [protocol.group_name(conversation_id)],
                             protocol.dumps(message))

@@ -177,6 +177,11 @@ def _quiet(future: asyncio.Future[None], capture_: Capture) -> None:
     future.add_done_callback(done)
 
 
+def _quiet_write(future: asyncio.Future[None]) -> None:
+    """A log write nobody awaits (its failure is logged by the writer)."""
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
 @dataclass
 class Known:
     """What the forwarder knew of an exchange it opened (spares the recording a lookup)."""
@@ -204,8 +209,11 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self.instance = instances.owner()
         self.wait = bool(getattr(settings, "TURNSCOPE_CAPTURE_WAIT", True))
-        # Recorder processes beside this one take what it does not record live from the log.
-        self.beside = recorders.running()
+
+    @property
+    def beside(self) -> bool:
+        """Recorder processes beside this one take what it does not record live."""
+        return recorders.running()
 
     def feed(self, xid: str) -> Feed:
         found = self.feeds.get(xid)
@@ -263,6 +271,10 @@ class Hub:
         task.add_done_callback(lambda _: self._done(exchange.id))
 
     def _done(self, xid: str) -> None:
+        if xid in self.live and self.beside:
+            # Taken as it opened: what its recording left unrecorded (it failed, the server
+            # is stopping) is the recorders' to take (a recorded one stays recorded).
+            _quiet_write(self.log.untake_nowait(self.instance, xid))
         self.busy.discard(xid)
         self.live.discard(xid)
         if xid not in self.forwarding:
@@ -276,18 +288,15 @@ class Hub:
         self.wake.set()
 
     async def _dispatch(self) -> None:
-        """Give each free slot the oldest exchange of this process still to record (with
-        recorders beside it: send on what they announced, a few times a second)."""
+        """Give each free slot the oldest exchange of this process still to record."""
         while True:
             # (not wait_for: on 3.11 it can swallow a cancel that lands as the wait ends)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(recorders.RELAY_EVERY if self.beside else 1.0):
+                async with asyncio.timeout(1.0):
                     await self.wake.wait()
             self.wake.clear()
             try:
                 await self.fill()
-                if self.beside:
-                    await recorders.relay(self.log)
             except Exception:
                 log.warning("capture: could not read the log", exc_info=True)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -342,7 +343,9 @@ async def take_over_gone() -> None:
     if not owners and not takers:
         hub_.wake.set()  # anything of ours that waits (a retry, a slot)
         return
-    gone = await _db(instances.gone)(owners | takers)
+    gone = await _db(instances.gone)(owners)
+    # A taker records on this host (the log is the host's): alive while its process is.
+    gone |= await _db(functools.partial(instances.gone, local_pids=True))(takers - owners)
     for dead in gone & owners:
         await _off_loop(capture.claim, dead, hub_.instance)  # what it had taken, too
         log.warning("proxy: recording what instance %s left in the capture log", dead)

@@ -16,10 +16,13 @@ conversation it started) it writes to the log instead (``conversations.actions.a
 relay), and its server sends it to the channel layer a few times a second: a recorder's own
 in-memory layer reaches no page, and on Redis this keeps one way for both.
 
-Each recorder is an instance with a lease of its own (``live.instances``). The server restarts a
-recorder that exits and stops them when it stops; a recorder whose server is gone stops by
-itself, leaving what it had not recorded to whoever takes it next, and what a recorder that is
-gone (killed) had taken is free again at the server's next round (``catchup.take_over_gone``).
+A recorder takes only its server's exchanges (a server that records its log itself, on the
+same host, keeps its own). Each recorder is an instance with a lease of its own
+(``live.instances``). The server restarts a recorder that exits (and, when they keep exiting,
+records the log itself again) and stops them when it stops; a recorder whose server is gone
+stops by itself, leaving what it had not recorded to whoever takes it next; what a recorder
+that is gone (killed) had taken is free again at the server's next round
+(``catchup.take_over_gone``), and what a dead server left becomes the next server's.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -47,6 +51,7 @@ log = logging.getLogger("turnscope.proxy")
 SLOTS = 8  # exchanges one recorder records at once (over catchup's recording threads)
 POLL = 0.1  # seconds between looks at the log while there is nothing to take
 STOP_WAIT = 5.0  # seconds a stopping recorder gives its recordings to finish
+RETRY_FAILED = 5.0  # seconds before an exchange whose recording failed is taken again
 
 _off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
@@ -78,37 +83,52 @@ def wanted() -> int:
 # -- the server's side ---------------------------------------------------------------------------
 
 _children: list[subprocess.Popen[bytes]] = []
+_exits: list[float] = []  # when recorders exited unasked (monotonic seconds)
+_given_up = False
 _stopping = False
 _relayed = 0  # the last announcement of the recorders this server sent on
+_relaying: asyncio.Task[None] | None = None
 RELAY_EVERY = 0.2  # seconds between the server's looks for what its recorders announced
+# Recorders exiting unasked this often (a bad install, a wrong path): the server stops starting
+# them and records the log itself, rather than restart them forever while nothing is recorded.
+GIVE_UP_EXITS = 3
+GIVE_UP_WITHIN = 60.0  # seconds
 
 
 def running() -> bool:
-    """Whether this process started recorders (they record the log; its hub records live)."""
-    return bool(_children)
+    """Whether recorders started by this process record the log (its hub records live)."""
+    return bool(_children) and not _given_up
 
 
 def _spawn() -> subprocess.Popen[bytes]:
-    env = {**os.environ,
+    # The server's working directory (relative paths in the settings mean the same), and the
+    # project importable from it.
+    path = os.pathsep.join(p for p in (str(settings.BASE_DIR), os.environ.get("PYTHONPATH"))
+                           if p)
+    env = {**os.environ, "PYTHONPATH": path,
            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
                                                     "turnscope.settings")}
     child = subprocess.Popen(
-        [sys.executable, "-m", "django", "capture_recorder", "--parent", str(os.getpid())],
-        cwd=str(settings.BASE_DIR), env=env, stdin=subprocess.DEVNULL)
+        [sys.executable, "-m", "django", "capture_recorder", "--parent", str(os.getpid()),
+         "--server", instances.owner()], env=env, stdin=subprocess.DEVNULL)
     log.info("proxy: recorder process %d started", child.pid)
     return child
 
 
 def start(count: int) -> None:
     """The server starts ``count`` recorders (before it serves: its hub knows they run)."""
-    global _stopping, _relayed
-    _stopping = False
+    global _stopping, _relayed, _given_up
+    _stopping = _given_up = False
     if count:
         _relayed = capture.get_log().last_announcement()  # older ones were another's to send
     _children.extend(_spawn() for _ in range(count))
 
 
-async def relay(log_: capture.CaptureLog) -> None:
+def start_wanted() -> None:
+    start(wanted())
+
+
+async def relay_announcements(log_: capture.CaptureLog) -> None:
     """What the recorders announced since the last time, sent to this server's layer (where
     its pages listen), in order."""
     global _relayed
@@ -119,17 +139,38 @@ async def relay(log_: capture.CaptureLog) -> None:
             _relayed = seq
 
 
-def start_wanted() -> None:
-    start(wanted())
+async def _relay_forever() -> None:
+    log_ = capture.get_log()
+    while True:
+        try:
+            await relay_announcements(log_)
+        except Exception:
+            log.warning("proxy: could not read the recorders' announcements", exc_info=True)
+        await asyncio.sleep(RELAY_EVERY)
 
 
 async def supervise() -> None:
-    """A recovery round: a recorder that exited is started again."""
+    """A recovery round: the recorders' announcements are relayed, and a recorder that exited
+    is started again (unless they keep exiting)."""
+    global _given_up, _relaying
+    if not _children or _stopping:
+        return
+    if _relaying is None or _relaying.done():
+        _relaying = asyncio.ensure_future(_relay_forever())
+    now = time.monotonic()
     for i, child in enumerate(_children):
-        if child.poll() is not None and not _stopping:
-            log.error("proxy: recorder process %d exited (%s); starting another", child.pid,
-                      child.returncode)
-            _children[i] = _spawn()
+        if _given_up or child.poll() is None:
+            continue
+        _exits[:] = [t for t in _exits if now - t < GIVE_UP_WITHIN] + [now]
+        if len(_exits) >= GIVE_UP_EXITS:
+            _given_up = True
+            log.error("proxy: recorder processes exited %d times in %.0f s (the last: %s); "
+                      "this server records the capture log itself from now on",
+                      len(_exits), GIVE_UP_WITHIN, child.returncode)
+            return
+        log.error("proxy: recorder process %d exited (%s); starting another", child.pid,
+                  child.returncode)
+        _children[i] = _spawn()
 
 
 async def stop(timeout: float = STOP_WAIT + 2) -> None:
@@ -147,6 +188,10 @@ async def stop(timeout: float = STOP_WAIT + 2) -> None:
                     child.kill()  # what it had taken is free once it is gone
             break
         await asyncio.sleep(0.05)
+    if _relaying is not None:
+        _relaying.cancel()
+    with contextlib.suppress(Exception):  # their last words, to pages still open
+        await relay_announcements(capture.get_log())
 
 
 # -- the recorder's side -------------------------------------------------------------------------
@@ -159,8 +204,9 @@ class _LogOnly:
         self.log = log_
 
 
-def run(parent: int) -> None:
-    """A recorder process: records from the log until it is stopped or its server is gone."""
+def run(parent: int, server: str) -> None:
+    """A recorder process: records the exchanges of ``server`` (its instance id; ``parent``
+    its process) from the log until it is stopped or its server is gone."""
     me = instances.register()
     close_old_connections()
     # Its layer reaches no page: what it announces goes through the log to its server.
@@ -168,13 +214,13 @@ def run(parent: int) -> None:
     log.info("proxy: recorder %s (process %d) records the capture log for process %d", me,
              os.getpid(), parent)
     try:
-        asyncio.run(_record(me, parent))
+        asyncio.run(_record(me, parent, server))
     finally:
         with contextlib.suppress(Exception):
             instances.deregister()
 
 
-async def _record(me: str, parent: int) -> None:
+async def _record(me: str, parent: int, server: str) -> None:
     from proxy import catchup
 
     loop = asyncio.get_running_loop()
@@ -186,14 +232,8 @@ async def _record(me: str, parent: int) -> None:
     busy: dict[str, asyncio.Task[Any]] = {}
     next_beat = 0.0
     waker = asyncio.ensure_future(stopped.wait())
-    # Started by its server, it stops once it is orphaned; run by hand, once the server is gone.
-    child = os.getppid() == parent
-
-    def server_alive() -> bool:
-        return os.getppid() == parent if child else capture.pid_alive(parent)
-
     try:
-        while not stopped.is_set() and server_alive():
+        while not stopped.is_set() and os.getppid() == parent:  # orphaned: its server is gone
             if loop.time() >= next_beat:
                 next_beat = loop.time() + instances.BEAT_EVERY
                 try:
@@ -204,13 +244,16 @@ async def _record(me: str, parent: int) -> None:
             taken: list[capture.Exchange] = []
             if len(busy) < SLOTS:
                 try:
-                    taken = await _off_loop(functools.partial(log_.take, me, SLOTS - len(busy)))
+                    taken = await _off_loop(functools.partial(log_.take, me, server,
+                                                              SLOTS - len(busy)))
                 except Exception:
                     log.warning("recorder: could not read the capture log", exc_info=True)
             for exchange in taken:
+                if exchange.id in busy:  # freed while its recording waited for the database
+                    continue
                 task = asyncio.ensure_future(catchup.record(hub, exchange))  # type: ignore[arg-type]
                 busy[exchange.id] = task
-                task.add_done_callback(functools.partial(_done, busy, exchange.id))
+                task.add_done_callback(functools.partial(_done, busy, exchange.id, me))
             if not taken or len(busy) >= SLOTS:
                 await asyncio.wait([waker, *busy.values()], timeout=POLL,
                                    return_when=asyncio.FIRST_COMPLETED)
@@ -229,7 +272,12 @@ async def _record(me: str, parent: int) -> None:
                         len(left))
 
 
-def _done(busy: dict[str, asyncio.Task[Any]], xid: str, task: asyncio.Task[Any]) -> None:
+def _done(busy: dict[str, asyncio.Task[Any]], xid: str, me: str, task: asyncio.Task[Any]
+          ) -> None:
     busy.pop(xid, None)
     if not task.cancelled() and task.exception() is not None:
+        # (``catchup.record`` retries what it can: this is the log failing under it.) Taken
+        # again in a while, not kept taken for as long as this process lives.
         log.error("recorder: recording exchange %s failed", xid, exc_info=task.exception())
+        log_ = capture.get_log()
+        asyncio.get_running_loop().call_later(RETRY_FAILED, log_.untake_nowait, me, xid)

@@ -62,7 +62,7 @@ def relay_to(relay: Relay | None) -> None:
     _relay = relay
 
 
-def relay() -> Relay | None:
+def current_relay() -> Relay | None:
     return _relay
 
 
@@ -151,7 +151,7 @@ def send(groups: Sequence[str], message: dict[str, Any]) -> None:
 async def deliver(groups: Sequence[str], text: str, layer: Any = None) -> None:
     """``text`` (a message as sent) to ``groups`` on this process's layer."""
     layer = layer or get_channel_layer()
-    if layer is None:
+    if layer is None or time.monotonic() - _failed_at < QUIET_AFTER_FAILURE:
         return
     try:
         async with asyncio.timeout(SEND_TIMEOUT):

@@ -52,7 +52,7 @@ def test_the_command_says_how_far_behind_recording_is(log_):
     assert "oldest       1" in text or "oldest       9" in text
     assert "p-gone (gone" in text and xid in text
     assert "untaken      1 (not being recorded yet)" in text
-    assert [x.id for x in log_.take("r-gone", 1)] == [xid]  # a recorder took it, then died
+    assert [x.id for x in log_.take("r-gone", "p-gone", 1)] == [xid]  # then the recorder died
     call_command("capture_status", stdout=(out := io.StringIO()))
     assert "recording    1 taken by r-gone (gone: a server's next round frees them)" in (
         out.getvalue())
