@@ -25,6 +25,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# ``manage.py shell -c`` code: the user ``ana`` and a logged-in ``session`` of hers.
+ANA_SESSION = """
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+user = User.objects.create_user('ana', password='a-long-password-1')
+session = SessionStore()
+session[SESSION_KEY] = str(user.pk)
+session[BACKEND_SESSION_KEY] = 'django.contrib.auth.backends.ModelBackend'
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+"""
+
+
 def base_env(tmp: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update({

@@ -19,23 +19,15 @@ import pytest
 
 import providers
 from streams.run import assemble
+from tests.live.e2e import ANA_SESSION
 from tests.proxy.test_capture_e2e import Server, _env, _manage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CSRF = "c" * 32  # the cookie and the header a form's post carries
-SETUP = """
+SETUP = ANA_SESSION + """
 import json
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.auth.models import User
-from django.contrib.sessions.backends.db import SessionStore
 from live import bundled
-user = User.objects.create_user('ana', password='a-long-password-1')
-session = SessionStore()
-session[SESSION_KEY] = str(user.pk)
-session[BACKEND_SESSION_KEY] = 'django.contrib.auth.backends.ModelBackend'
-session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-session.create()
 [(_, source, _)] = bundled.load(user, only=['anthropic-tides'])
 print(json.dumps({'session': session.session_key, 'source': str(source.pk)}))
 """

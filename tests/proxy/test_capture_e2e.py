@@ -131,6 +131,19 @@ def _stream(base: str, token: str, n: int, got: dict[int, bytes], errors: dict[i
     got[n] = received
 
 
+def _streams(base: str, token: str, count: int
+             ) -> tuple[list[threading.Thread], dict[int, bytes], dict[int, str]]:
+    """``count`` apps streaming through the proxy at once (``_stream``'s prompts 0..count-1):
+    their threads, started, and what each received or the error it saw."""
+    got: dict[int, bytes] = {}
+    errors: dict[int, str] = {}
+    clients = [threading.Thread(target=_stream, args=(base, token, n, got, errors))
+               for n in range(count)]
+    for client in clients:
+        client.start()
+    return clients, got, errors
+
+
 def _text(raw: bytes) -> str:
     parser = providers.stream_parser("anthropic", providers.WireContext())
     found = [*parser.feed(raw[: raw.rfind(b"\n") + 1]), *parser.close()]
@@ -173,12 +186,7 @@ def test_a_server_stopped_mid_stream_loses_nothing_the_apps_received(tmp_path, s
         token = _manage(env, "create_token", "ana").strip().splitlines()[-1]
         log = tmp_path / "serve.log"
         server = Server(env, log)
-        got: dict[int, bytes] = {}
-        errors: dict[int, str] = {}
-        clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
-                   for n in range(STREAMS)]
-        for client in clients:
-            client.start()
+        clients, got, errors = _streams(server.url, token, STREAMS)
         deadline = time.monotonic() + 30
         try:
             while not (len(got) == STREAMS

@@ -8,7 +8,6 @@ through the same outage is recorded whole too (its runner's writes wait for the 
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 import httpx
@@ -16,7 +15,16 @@ import orjson
 import pytest
 
 from tests import pgcluster
-from tests.proxy.test_capture_e2e import TIDES, Server, _env, _manage, _stream, _text, _upstream
+from tests.proxy.test_capture_e2e import (
+    TIDES,
+    Server,
+    _env,
+    _manage,
+    _stream,
+    _streams,
+    _text,
+    _upstream,
+)
 from upstream.recorded import reply
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow,
@@ -83,12 +91,7 @@ def test_a_database_outage_mid_stream_loses_nothing(tmp_path):
                     "prompt": "Tides live?", "provider": "anthropic",
                     "model": "claude-sonnet-4-5", "web_search": False})
                 assert sent.status_code == 202, sent.text
-            got: dict[int, bytes] = {}
-            errors: dict[int, str] = {}
-            clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
-                       for n in range(STREAMS)]
-            for client in clients:
-                client.start()
+            clients, got, errors = _streams(server.url, token, STREAMS)
             deadline = time.monotonic() + 30
             while not (len(got) == STREAMS
                        and all(b"content_block_delta" in raw for raw in got.values())):

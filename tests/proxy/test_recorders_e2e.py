@@ -20,7 +20,16 @@ import pytest
 
 from bench.capture import children as _recorders
 from tests import pgcluster
-from tests.proxy.test_capture_e2e import TIDES, Server, _env, _manage, _stream, _text, _upstream
+from tests.live.e2e import ANA_SESSION
+from tests.proxy.test_capture_e2e import (
+    TIDES,
+    Server,
+    _env,
+    _manage,
+    _streams,
+    _text,
+    _upstream,
+)
 from tests.proxy.test_capture_outage import _recorded
 from upstream.recorded import reply
 
@@ -29,18 +38,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow,
                                  reason=pgcluster.unavailable() or "")]
 
 STREAMS = 30
-SESSION = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.auth.models import User
-from django.contrib.sessions.backends.db import SessionStore
-user = User.objects.create_user("ana", password="a-long-password-1")
-session = SessionStore()
-session[SESSION_KEY] = str(user.pk)
-session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-session.create()
-print(session.session_key)
-"""
+SESSION = ANA_SESSION + "print(session.session_key)\n"
 
 
 def _stored(database: str) -> tuple[set[str], int]:
@@ -121,12 +119,7 @@ def test_a_recorder_killed_while_it_records_loses_nothing(tmp_path):
             while not heard:  # its hello: it listens
                 assert listener.is_alive(), "the list's socket closed"
                 time.sleep(0.05)
-            got: dict[int, bytes] = {}
-            errors: dict[int, str] = {}
-            clients = [threading.Thread(target=_stream, args=(server.url, token, n, got, errors))
-                       for n in range(STREAMS)]
-            for client in clients:
-                client.start()
+            clients, got, errors = _streams(server.url, token, STREAMS)
             # Caught with exchanges taken and not recorded yet (stopped, looked at, killed).
             deadline = time.monotonic() + 60
             while True:
