@@ -146,6 +146,7 @@ class Lag:
     bytes: int = 0
     oldest: float | None = None  # when the oldest of them was opened (epoch seconds)
     by_state: dict[str, int] = field(default_factory=dict)
+    by_taker: dict[str | None, int] = field(default_factory=dict)  # None: nobody records it yet
 
     @property
     def seconds(self) -> float:
@@ -392,11 +393,12 @@ class CaptureLog:
                 return gone
             time.sleep(0.01)  # the writer's turn
 
-    def untaken(self) -> bool:
-        """Whether an exchange waits that nobody records yet (ended or still forwarded)."""
+    def untaken(self, instance: str) -> bool:
+        """Whether an exchange of ``instance`` waits that nobody records yet (ended or still
+        forwarded)."""
         return self._reader().execute(
-            "SELECT 1 FROM exchanges WHERE recorded IS NULL AND taker IS NULL LIMIT 1"
-        ).fetchone() is not None
+            "SELECT 1 FROM exchanges WHERE recorded IS NULL AND taker IS NULL AND instance = ? "
+            "LIMIT 1", (instance,)).fetchone() is not None
 
     def lag(self) -> Lag:
         db = self._reader()
@@ -405,7 +407,9 @@ class CaptureLog:
             "WHERE recorded IS NULL").fetchone()
         states = dict(db.execute("SELECT state, COUNT(*) FROM exchanges WHERE recorded IS NULL "
                                  "GROUP BY state").fetchall())
-        return Lag(count=count, bytes=size, oldest=oldest, by_state=states)
+        takers = dict(db.execute("SELECT taker, COUNT(*) FROM exchanges WHERE recorded IS NULL "
+                                 "GROUP BY taker").fetchall())
+        return Lag(count=count, bytes=size, oldest=oldest, by_state=states, by_taker=takers)
 
     def waiting(self, instance: str) -> int:
         """How many of ``instance``'s exchanges have ended and wait to be recorded."""

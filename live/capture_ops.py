@@ -105,8 +105,7 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
                    (time.time(), dead))
         db.execute("UPDATE exchanges SET instance = ? WHERE instance = ? AND recorded IS NULL",
                    (instance, dead))
-        db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
-                   (dead,))
+        _drop_taker(db, dead)
     elif kind == "untake":
         # Whoever took these records them no more (a recorder stopping, a runner giving up):
         # the next to take them from the log does.
@@ -114,12 +113,16 @@ def _apply(db: sqlite3.Connection, op: tuple[Any, ...]) -> None:
         db.executemany("UPDATE exchanges SET taker = NULL WHERE id = ? AND taker = ? "
                        "AND recorded IS NULL", [(xid, taker) for xid in xids])
     elif kind == "drop_taker":
-        _, dead = op
-        db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
-                   (dead,))
+        _drop_taker(db, op[1])
     elif kind == "announce":
         _, server, groups, text = op
         db.execute("INSERT INTO announcements (at, server, groups, text) VALUES (?, ?, ?, ?)",
                    (time.time(), server, orjson.dumps(groups).decode(), text))
     else:  # pragma: no cover - a bug
         raise ValueError(f"unknown capture operation {kind!r}")
+
+
+def _drop_taker(db: sqlite3.Connection, dead: str) -> None:
+    """What ``dead`` (a process that is gone) had taken is free for the next to take."""
+    db.execute("UPDATE exchanges SET taker = NULL WHERE taker = ? AND recorded IS NULL",
+               (dead,))

@@ -134,13 +134,21 @@ def add_hook(hook: Hook) -> None:
         on_tick.append(hook)
 
 
-async def tick() -> None:
-    """One round: the lease, then each hook (one failing does not stop the others)."""
+async def renew() -> bool:
+    """This process's lease renewed; False when the database is down (it tries again next
+    round, and its connection goes)."""
     try:
         await sync_to_async(beat)()
-    except Exception as exc:  # the database is down: the hooks retry next round
+    except Exception as exc:
         log.warning("instance: could not renew the lease (%s)", type(exc).__name__)
         await sync_to_async(close_old_connections)()
+        return False
+    return True
+
+
+async def tick() -> None:
+    """One round: the lease, then each hook (one failing does not stop the others)."""
+    if not await renew():  # the database is down: the hooks retry next round
         return
     for hook in list(on_tick):
         try:

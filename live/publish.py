@@ -16,19 +16,17 @@ import time
 import weakref
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from conversations.actions import announce
 from live import protocol
+from live.loop_io import off_loop
 
 log = logging.getLogger("turnscope.live")
 
 BACKOFF_FIRST = 0.25  # seconds
 BACKOFF_MAX = 2.0
 PUBLISH_TIMEOUT = 2.0  # a layer that hangs (not just refuses) must not stall the turn
-
-_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 
 class _Outage:
@@ -75,7 +73,7 @@ async def publish(conversation_id: Any, message: dict[str, Any], layer: Any = No
     message.setdefault("ts", protocol.now_ts())
     if (relay := announce.current_relay()) is not None and layer is None:  # a recorder process
         try:
-            await _off_loop(relay, [protocol.group_name(conversation_id)],
+            await off_loop(relay, [protocol.group_name(conversation_id)],
                             protocol.dumps(message))
         except Exception:  # viewers resync from the store, as from any other loss
             log.warning("could not hand a message to the server", exc_info=True)

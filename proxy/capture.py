@@ -267,7 +267,8 @@ class Hub:
         from proxy import catchup
 
         self.busy.add(exchange.id)
-        task = tasks.spawn(catchup.record(self, exchange), name=f"proxy-log-{exchange.id}")
+        task = tasks.spawn(catchup.record(self.log, exchange),
+                           name=f"proxy-log-{exchange.id}")
         task.add_done_callback(lambda _: self._done(exchange.id))
 
     def _done(self, xid: str) -> None:
@@ -308,7 +309,7 @@ class Hub:
         if tasks.stopping():
             return
         if self.beside:
-            self.backlog = await _off_loop(self.log.untaken)
+            self.backlog = await _off_loop(self.log.untaken, self.instance)
             return
         while (free := slots() - len(self.busy)) > 0:
             skip = self.busy | capture.held()

@@ -276,15 +276,15 @@ async def _after(turn: Turn) -> None:
         await _db(streaming.forget_db_tail)(turn.pk)
 
 
-async def record(hub: Hub, exchange: capture.Exchange, reason: str | None = None
-                 ) -> Turn | None:
+async def record(log_: capture.CaptureLog, exchange: capture.Exchange,
+                 reason: str | None = None) -> Turn | None:
     """Record ``exchange`` (ended) from the log, retrying transient database errors with
     backoff until the database is back."""
     wait = FIRST_WAIT
     others = 0
     while True:
         try:
-            turn, out = await _record_db(hub.log, exchange, reason)
+            turn, out = await _record_db(log_, exchange, reason)
             break
         except TRANSIENT as exc:
             log.warning("proxy: recording exchange %s waits for the database (%s: %s); "
@@ -327,7 +327,7 @@ async def record_when_ended(hub: Hub, xid: str, reason: str | None = None) -> Tu
         if exchange is not None and (exchange.ended or xid not in hub.forwarding):
             break
         await asyncio.sleep(0.05)  # its end is being committed
-    return await record(hub, exchange, reason)
+    return await record(hub.log, exchange, reason)
 
 
 # -- what gone processes left ---------------------------------------------------------------------
@@ -362,8 +362,8 @@ _pruned_at = float("-inf")
 
 
 async def prune_log() -> None:
-    """A recovery round, now and then: the rows of exchanges recorded over a day ago, and old
-    announcements, leave the log."""
+    """A recovery round, now and then: the rows of exchanges recorded longer ago than the log
+    keeps them (``capture.KEEP_RECORDED``), and old announcements, leave the log."""
     global _pruned_at
     now = time.monotonic()
     if now - _pruned_at < PRUNE_EVERY:

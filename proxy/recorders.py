@@ -38,13 +38,13 @@ import sys
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connection
 
 from conversations.actions import announce
 from live import capture, instances
+from live.loop_io import off_loop
 
 log = logging.getLogger("turnscope.proxy")
 
@@ -52,8 +52,6 @@ SLOTS = 8  # exchanges one recorder records at once (over catchup's recording th
 POLL = 0.1  # seconds between looks at the log while there is nothing to take
 STOP_WAIT = 5.0  # seconds a stopping recorder gives its recordings to finish
 RETRY_FAILED = 5.0  # seconds before an exchange whose recording failed is taken again
-
-_off_loop = sync_to_async(lambda fn, *a: fn(*a), thread_sensitive=False)
 
 
 def why_not_shared() -> str:
@@ -132,7 +130,7 @@ async def relay_announcements(log_: capture.CaptureLog) -> None:
     """What the recorders announced since the last time, sent to this server's layer (where
     its pages listen), in order."""
     global _relayed
-    while batch := await _off_loop(functools.partial(log_.announcements, str(os.getpid()),
+    while batch := await off_loop(functools.partial(log_.announcements, str(os.getpid()),
                                                      _relayed)):
         for seq, groups, text in batch:
             await announce.deliver(groups, text)
@@ -197,13 +195,6 @@ async def stop(timeout: float = STOP_WAIT + 2) -> None:
 # -- the recorder's side -------------------------------------------------------------------------
 
 
-class _LogOnly:
-    """What ``catchup.record`` needs of a hub: the log."""
-
-    def __init__(self, log_: capture.CaptureLog) -> None:
-        self.log = log_
-
-
 def run(parent: int, server: str) -> None:
     """A recorder process: records the exchanges of ``server`` (its instance id; ``parent``
     its process) from the log until it is stopped or its server is gone."""
@@ -228,30 +219,25 @@ async def _record(me: str, parent: int, server: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopped.set)
     log_ = capture.get_log()
-    hub = _LogOnly(log_)
     busy: dict[str, asyncio.Task[Any]] = {}
     next_beat = 0.0
     waker = asyncio.ensure_future(stopped.wait())
     try:
         while not stopped.is_set() and os.getppid() == parent:  # orphaned: its server is gone
-            if loop.time() >= next_beat:
+            if loop.time() >= next_beat:  # (the database down: recordings retry meanwhile)
                 next_beat = loop.time() + instances.BEAT_EVERY
-                try:
-                    await sync_to_async(instances.beat)()
-                except Exception as exc:  # the database is down: recordings retry meanwhile
-                    log.warning("recorder: could not renew the lease (%s)", type(exc).__name__)
-                    await sync_to_async(close_old_connections)()
+                await instances.renew()
             taken: list[capture.Exchange] = []
             if len(busy) < SLOTS:
                 try:
-                    taken = await _off_loop(functools.partial(log_.take, me, server,
+                    taken = await off_loop(functools.partial(log_.take, me, server,
                                                               SLOTS - len(busy)))
                 except Exception:
                     log.warning("recorder: could not read the capture log", exc_info=True)
             for exchange in taken:
                 if exchange.id in busy:  # freed while its recording waited for the database
                     continue
-                task = asyncio.ensure_future(catchup.record(hub, exchange))  # type: ignore[arg-type]
+                task = asyncio.ensure_future(catchup.record(log_, exchange))
                 busy[exchange.id] = task
                 task.add_done_callback(functools.partial(_done, busy, exchange.id, me))
             if not taken or len(busy) >= SLOTS:
@@ -266,7 +252,7 @@ async def _record(me: str, parent: int, server: str) -> None:
                 task.cancel()
             await asyncio.gather(*busy.values(), return_exceptions=True)
         try:  # what it did not record, the next to take records (recorded ones stay so)
-            await _off_loop(capture.untake, me, *left)
+            await off_loop(capture.untake, me, *left)
         except capture.CaptureError:
             log.warning("recorder: %d exchange(s) stay taken until this process is gone",
                         len(left))

@@ -161,9 +161,7 @@ def test_a_run_longer_than_one_statement_holds_is_written_whole(tmp_path, monkey
 
 
 def _record(log_: capture.CaptureLog, exchange: capture.Exchange) -> Turn | None:
-    hub = Hub.__new__(Hub)
-    hub.log = log_
-    return asyncio.run(catchup.record(hub, exchange))
+    return asyncio.run(catchup.record(log_, exchange))
 
 
 def test_recording_an_exchange_twice_makes_one_turn(log_, owner, monkeypatch):

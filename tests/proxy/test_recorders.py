@@ -79,7 +79,7 @@ def test_what_a_recorder_leaves_or_a_gone_one_took_is_taken_again(tmp_path):
     mine = log_.take("r1", "server", 3)
     theirs = log_.take("r2", "server", 3)
     assert set(log_.takers_pending()) == {"r1", "r2"}
-    assert not log_.untaken()
+    assert not log_.untaken("server")
     log_.write("untake", "r1", [mine[0].id])  # a stopping recorder leaves what it did not do
     log_.write("untake", "r2", [mine[1].id])  # never another's
     log_.write("recorded", mine[2].id, None, "")

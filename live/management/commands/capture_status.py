@@ -34,15 +34,13 @@ class Command(BaseCommand):
         for owner in sorted(owners):
             state = "gone: the next server to start records them" if owner in gone else "alive"
             self.stdout.write(f"instance     {owner} ({state})")
-        waiting = log.pending(limit=lag.count)
-        takers = sorted({x.taker for x in waiting if x.taker})
+        takers = {t: n for t, n in lag.by_taker.items() if t is not None}
         gone_takers = instances.gone(set(takers))
-        for taker in takers:
-            count = sum(x.taker == taker for x in waiting)
+        for taker, count in sorted(takers.items()):
             state = ("gone: a server's next round frees them" if taker in gone_takers
                      else "alive")
             self.stdout.write(f"recording    {count} taken by {taker} ({state})")
-        if untaken := sum(x.taker is None for x in waiting):
+        if untaken := lag.by_taker.get(None, 0):
             self.stdout.write(f"untaken      {untaken} (not being recorded yet)")
         for x in log.pending(limit=options["list"]) if options["list"] else []:
             self.stdout.write(f"  {x.id}  {x.meta.get('provider', '')} {x.meta.get('path', '')}"
