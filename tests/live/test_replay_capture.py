@@ -22,7 +22,6 @@ from conversations.models import Turn
 from live import bundled, call_capture, capture, live_replay, runner, sources
 from live.models import RecordedExchange
 from proxy import catchup
-from proxy.capture import Hub
 from streams import parts
 from streams.run import assemble
 from tests.live.helpers import Listener, by_type
@@ -177,7 +176,7 @@ def test_a_replay_whose_process_dies_is_recorded_from_the_log_with_every_byte_it
     assert logged[:len(read)] == read
     assert len(read) >= len(logged) - len(chunks[-1])  # at most the last chunk unread
 
-    recorded = async_to_sync(catchup.record)(Hub(), pending)
+    recorded = async_to_sync(catchup.record)(capture.get_log(), pending)
     assert recorded is not None and recorded.pk == turn.pk
     turn.refresh_from_db()
     assert (turn.status, turn.end_reason) == ("interrupted", "interrupted")
