@@ -590,4 +590,9 @@ class Share(models.Model):
 # The Sources pages' rows and the turns ingested into a conversation by their source live in
 # modules of their own (this one is long enough); imported here so that Django registers them.
 from conversations.ingested import IngestedTurn  # noqa: E402, F401
-from conversations.source_models import SearchUse, SourceUse  # noqa: E402, F401
+from conversations.source_models import (  # noqa: E402, F401
+    SearchUse,
+    SourceSpread,
+    SourceTally,
+    SourceUse,
+)

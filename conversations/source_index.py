@@ -28,7 +28,7 @@ from typing import Any
 from django.db import connections, router
 from publicsuffixlist import PublicSuffixList
 
-from conversations import source_models
+from conversations import source_models, source_tally
 from conversations.domains import host_of, reader_domain
 from conversations.models import Attribution, Event, SearchUse, SourceUse, Turn
 from streams.bodies import ActivityBody, Body, load
@@ -192,13 +192,20 @@ def _many_sql(alias: str, count: int) -> str:
             f"JOIN {turns} t ON t.{q('id')} = v.column12 WHERE true{conflict}")
 
 
-def write(cursor: Any, connection: Any, pending: Pending) -> None:
-    """Add ``pending``'s counts to the rows (after the write's turns are inserted)."""
+def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True) -> None:
+    """Add ``pending``'s counts to the rows (after the write's turns are inserted), and what
+    that changed to the roll-up (``source_tally``)."""
     rows = pending.rows()
+    tally = tally and bool(rows)
+    if tally:
+        change = source_tally.Change(cursor, connection, turns=sorted({r[-1] for r in rows}),
+                                     sites={r[4] for r in rows})
     for start in range(0, len(rows), _ROWS_PER_STATEMENT):
         chunk = rows[start:start + _ROWS_PER_STATEMENT]
         cursor.execute(_many_sql(connection.alias, len(chunk)),
                        [value for row in chunk for value in row])
+    if tally:
+        change.apply(cursor)
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],
                            [[activity, turn] for turn, activity in pending.searches])
@@ -207,12 +214,18 @@ def write(cursor: Any, connection: Any, pending: Pending) -> None:
 def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str) -> None:
     """The turn's provenance, set after its rows were written, onto them."""
     sql = _sql(connection.alias)
+    table = connection.ops.quote_name(SourceUse._meta.db_table)
+    cursor.execute(f"SELECT DISTINCT site FROM {table} WHERE turn_id = %s", [turn_id])
+    change = source_tally.Change(cursor, connection, turns=[turn_id],
+                                 sites=[site for (site,) in cursor.fetchall()])
     cursor.execute(sql[2], [provider, model, turn_id])
     cursor.execute(sql[3], [provider, model, turn_id])
+    change.apply(cursor)
 
 
-def rebuild(using: str | None = None, batch: int = 2000) -> int:
-    """Every row again, from the stored events and attributions; returns how many."""
+def rebuild(using: str | None = None, batch: int = 2000, *, tally: bool = True) -> int:
+    """Every row again, from the stored events and attributions, and (``tally``) the roll-up
+    from them; returns how many rows."""
     using = using or router.db_for_write(SourceUse)
     connection = connections[using]
     SourceUse.objects.using(using).all().delete()
@@ -225,6 +238,8 @@ def rebuild(using: str | None = None, batch: int = 2000) -> int:
             events = events.filter(id__gt=last)
         chunk = list(events.values_list("id", "turn_id", "kind", "body")[:batch])
         if not chunk:
+            if tally:
+                source_tally.rebuild(using)
             return made
         last = chunk[-1][0]
         pending = Pending()
@@ -233,7 +248,7 @@ def rebuild(using: str | None = None, batch: int = 2000) -> int:
         for event_id, url, title, integrity in _attributions(using, [e[0] for e in chunk]):
             pending.attribution(event_id, url, title, integrity)
         with connection.cursor() as cursor:
-            write(cursor, connection, pending)
+            write(cursor, connection, pending, tally=False)
         made += len(pending.uses) + len(pending.searches)
 
 

@@ -42,20 +42,15 @@ class SourceUse(models.Model):
             models.UniqueConstraint(fields=["turn", "key_hash"], name="source_use_unique"),
         ]
         indexes = [
-            # A conversation's rows (its delete, the list's search as a filter), a domain's and
-            # a URL's (their citing turns). No index for the provider, model and date
-            # filters: the tables aggregate every row of what a user sees either way, and each
-            # index is one more B-tree for every source a write adds (bench.sources --ingest).
-            models.Index(fields=["conversation"], name="source_use_conversation"),
-            # A domain's rows in time order (its citing turns), and carrying every column the
-            # tables (URLs by their hash), the timeline and the citation profiles read, so
-            # that they read this index alone, never the table's wide rows (URL, title: 33 s
-            # for the unfiltered domains at 39k conversations, mostly reading them). It
-            # replaces the (site, created_at) index: one B-tree per source written, as before.
-            models.Index(fields=["site", "created_at", "host", "provider", "model",
-                                 "conversation", "turn", "key_hash", "cited", "consulted",
-                                 *INTEGRITIES],
-                         name="source_use_covering"),
+            # A conversation's rows of some domains: what the roll-up's cells held of it
+            # before a write (``conversations.source_tally``), its delete, the list's search
+            # as a filter.
+            models.Index(fields=["conversation", "site"], name="source_use_conversation"),
+            # A domain's and a URL's rows in time order: their citing turns, and a cell's
+            # first and last seen again after rows left it. The tables read the roll-up
+            # (``SourceTally``), so no covering index: each is one more B-tree a source
+            # written costs.
+            models.Index(fields=["site", "created_at"], name="source_use_site"),
             models.Index(fields=["key_hash", "created_at"], name="source_use_key"),
         ]
 
@@ -87,3 +82,80 @@ class SearchUse(models.Model):
 
     def __str__(self) -> str:
         return f"search {self.activity_id} in turn {self.turn_id}"
+
+
+GROUPS = {"domain": "d", "host": "h", "url": "u"}  # SourceTally.group: what its name is
+
+
+class SourceTally(models.Model):
+    """A cell of the Sources roll-up: what the turns of one owner's conversations, on one UTC
+    day, served by one provider · model, consulted and cited of one domain, host or URL
+    (``group``; a URL is named by its key's hash, its key in ``label``). Kept by
+    ``conversations.source_tally`` from the ``SourceUse`` rows as the store writes them, so
+    that the Sources tables sum a few cells instead of every row a user sees.
+
+    Every count adds up across cells, but ``conversations``: a conversation counts in the one
+    cell holding all its uses of the name; one whose uses spread over several cells (days,
+    models) has a ``SourceSpread`` row per cell instead, and a table counts those distinct."""
+
+    owner = models.IntegerField()  # the conversation's owner's id; 0: nobody's
+    group = models.CharField(max_length=1)
+    name = models.CharField(max_length=255)
+    day = models.DateField()
+    provider = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    site = models.CharField(max_length=255, blank=True)  # the domain a host or URL is under
+    host = models.CharField(max_length=255, blank=True)  # a URL's
+    label = models.TextField(blank=True)  # a URL's key (its URL, or a document's title)
+    title = models.TextField(blank=True)  # a URL's title (the greatest its rows give)
+    # Of the SourceUse rows in the cell: attributions, rows consulted, consulted and not
+    # cited, cited, cited and not consulted, and how the attributions were placed. Signed:
+    # a change's difference goes in by one upsert, negative when rows leave the cell.
+    cited = models.IntegerField(default=0)
+    consulted = models.IntegerField(default=0)
+    consulted_not_cited = models.IntegerField(default=0)
+    cited_sources = models.IntegerField(default=0)
+    cited_not_consulted = models.IntegerField(default=0)
+    exact = models.IntegerField(default=0)
+    repaired = models.IntegerField(default=0)
+    dropped = models.IntegerField(default=0)
+    no_source = models.IntegerField(default=0)
+    turns = models.IntegerField(default=0)
+    conversations = models.IntegerField(default=0)  # held in this cell alone
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "owner", "name", "day", "provider", "model"],
+                name="source_tally_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} {self.name} on {self.day} ({self.provider} {self.model})"
+
+
+class SourceSpread(models.Model):
+    """A conversation whose uses of a domain, host or URL lie in more than one
+    ``SourceTally`` cell: one row per such cell (see there)."""
+
+    conversation = models.ForeignKey("conversations.Conversation", on_delete=models.CASCADE,
+                                     related_name="+", db_index=False)
+    owner = models.IntegerField()
+    group = models.CharField(max_length=1)
+    name = models.CharField(max_length=255)
+    day = models.DateField()
+    provider = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "group", "name", "day", "provider", "model"],
+                name="source_spread_unique"),
+        ]
+        indexes = [models.Index(fields=["group", "owner", "name"], name="source_spread_name")]
+
+    def __str__(self) -> str:
+        return f"{self.group} {self.name} in conversation {self.conversation_id}"

@@ -28,7 +28,7 @@ from django.db import connections
 from django.db.models import CharField, Count, F, Func, Max, Min, Q, QuerySet, Sum
 from django.db.models.lookups import In
 
-from conversations import search
+from conversations import search, source_rollup
 from conversations.models import Attribution, Conversation, SearchUse, SourceUse, Turn
 from conversations.source_index import INTEGRITIES, key_hash
 
@@ -169,6 +169,12 @@ def sources(user: Any, f: Filters, *, group: str = "domain", sort: str = "cited"
         raise InvalidFilter(f"group is one of {', '.join(GROUPS)}")
     if sort not in (*COLUMNS, "name"):
         raise InvalidFilter(f"sort is one of name, {', '.join(COLUMNS)}")
+    if not f.q:  # the roll-up holds every other filter
+        found, total, page = source_rollup.table(user, f, group, sort=sort,
+                                                 descending=descending, page=page, size=size,
+                                                 within=within)
+        return SourcePage(group, found, total, page, max(1, -(-total // size)), sort,
+                          descending)
     qs = uses(user, f)
     if within:
         qs = qs.filter(site=within)
@@ -323,19 +329,15 @@ def models(user: Any, f: Filters) -> list[dict[str, Any]]:
     for provider, model, searches, answered in searched:
         p = profiles.setdefault((provider, model), _profile(provider, model, 0))
         p["searches"], p["searched_answers"] = searches, answered
-    rows = (uses(user, f).values_list("provider", "model").annotate(
-        n_consulted=Count("id", filter=Q(consulted__gt=0)),
-        n_cited=Count("id", filter=Q(cited__gt=0)),
-        n_not_cited=Count("id", filter=Q(consulted__gt=0, cited=0)),
-        n_not_opened=Count("id", filter=Q(cited__gt=0, consulted=0)),
-        n_citations=Sum("cited"), **{f"n_{name}": Sum(name) for name in INTEGRITIES}))
+    if f.q:
+        rows, top = _profiles_from_rows(user, f)
+    else:  # the roll-up holds every other filter
+        rows, top = source_rollup.profiles(user, f)
     for provider, model, consulted, cited, not_cited, not_opened, citations, *counts in rows:
         p = profiles.setdefault((provider, model), _profile(provider, model, 0))
         p.update(consulted=consulted, cited_sources=cited, consulted_not_cited=not_cited,
                  cited_not_consulted=not_opened, citations=citations or 0,
                  integrity=dict(zip(INTEGRITIES, (c or 0 for c in counts), strict=True)))
-    top = (uses(user, f).filter(cited__gt=0).values_list("provider", "model", "site")
-           .annotate(n=Sum("cited")).order_by("provider", "model", "-n", "site"))
     for provider, model, site, n in top:
         p = profiles[(provider, model)]
         if len(p["top_domains"]) < TOP_DOMAINS:
@@ -343,6 +345,20 @@ def models(user: Any, f: Filters) -> list[dict[str, Any]]:
     for p in profiles.values():
         _ratios(p)
     return sorted(profiles.values(), key=lambda p: (-p["answers"], p["provider"], p["model"]))
+
+
+def _profiles_from_rows(user: Any, f: Filters) -> tuple[list[tuple[Any, ...]],
+                                                       list[tuple[Any, ...]]]:
+    """``source_rollup.profiles`` counted from the rows (a search narrows to conversations)."""
+    rows = (uses(user, f).values_list("provider", "model").annotate(
+        n_consulted=Count("id", filter=Q(consulted__gt=0)),
+        n_cited=Count("id", filter=Q(cited__gt=0)),
+        n_not_cited=Count("id", filter=Q(consulted__gt=0, cited=0)),
+        n_not_opened=Count("id", filter=Q(cited__gt=0, consulted=0)),
+        n_citations=Sum("cited"), **{f"n_{name}": Sum(name) for name in INTEGRITIES}))
+    top = (uses(user, f).filter(cited__gt=0).values_list("provider", "model", "site")
+           .annotate(n=Sum("cited")).order_by("provider", "model", "-n", "site"))
+    return list(rows), list(top)
 
 
 def _profile(provider: str, model: str, answers: int) -> dict[str, Any]:
@@ -376,18 +392,22 @@ def citations_over_time(user: Any, f: Filters, models: int = 6) -> dict[str, Any
     "other"): {"days": [...], "series": {label: [count per day]}}."""
     from django.db.models.functions import Substr, TruncDate
 
-    qs = uses(user, f).filter(cited__gt=0)
-    sqlite = connections[qs.db].vendor == "sqlite"
-    # SQLite: the UTC day is the stored text's first ten characters; Django's TruncDate there
-    # calls back into Python once a row (86 of the domains page's 190 ms of queries, 5k
-    # conversations).
-    day_of = Substr("created_at", 1, 10) if sqlite else TruncDate("created_at", tzinfo=dt.UTC)
-    rows = (qs.annotate(day=day_of).values_list("day", "provider", "model")
-            .annotate(n=Sum("cited")).order_by("day"))
+    rows: list[tuple[Any, ...]]
+    if f.q:
+        qs = uses(user, f).filter(cited__gt=0)
+        sqlite = connections[qs.db].vendor == "sqlite"
+        # SQLite: the UTC day is the stored text's first ten characters; Django's TruncDate
+        # there calls back into Python once a row.
+        day_of = (Substr("created_at", 1, 10) if sqlite
+                  else TruncDate("created_at", tzinfo=dt.UTC))
+        rows = [(dt.date.fromisoformat(day) if sqlite else day, *rest) for day, *rest in (
+            qs.annotate(day=day_of).values_list("day", "provider", "model")
+            .annotate(n=Sum("cited")).order_by("day"))]
+    else:  # the roll-up holds every other filter
+        rows = source_rollup.citations_per_day(user, f)
     per: dict[str, dict[dt.date, int]] = {}
     totals: dict[str, int] = {}
-    for found, provider, model, n in rows:
-        day = dt.date.fromisoformat(found) if sqlite else found
+    for day, provider, model, n in rows:
         label = model_label(provider, model)
         per.setdefault(label, {})[day] = per.get(label, {}).get(day, 0) + n
         totals[label] = totals.get(label, 0) + n

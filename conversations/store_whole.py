@@ -11,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from conversations import search
+from conversations import search, source_tally
 from conversations.models import Attribution, Conversation, Event, ProviderPayload, Turn
 from streams.builder import storable
 
@@ -38,7 +38,8 @@ def set_owner(conversation: Conversation, owner: Any) -> None:
         source = moved.values_list("source", flat=True).first()
         if source and Conversation.objects.filter(owner_id=new, source=source).exists():
             moved.update(source="")
-        moved.update(owner_id=new)
+        with source_tally.changing(conversation.pk):
+            moved.update(owner_id=new)
         conversation.owner = owner
         if old != new:
             search.move_counts(conversation.pk, old, new)
@@ -98,8 +99,9 @@ def _delete_conversation(conversation: Conversation) -> Deleted:
         counts.events = sum(n for model, n in delete(events)[1].items()
                             if model == Event._meta.label)
         # Recordings and cached fragments go with their turns (CASCADE).
-        delete(Turn.objects.filter(conversation=locked))
-        delete(Conversation.objects.filter(pk=locked.pk))
+        with source_tally.changing(locked.pk):  # its Sources rows go with its turns
+            delete(Turn.objects.filter(conversation=locked))
+            delete(Conversation.objects.filter(pk=locked.pk))
         counts.payloads = _delete_unused_payloads(payload_ids)
     log.info("deleted conversation %s: %d turns, %d events, %d payloads", counts.conversation,
              counts.turns, counts.events, counts.payloads)

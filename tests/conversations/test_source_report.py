@@ -36,8 +36,10 @@ def _store(owner: Any) -> None:
         list(ingest_each(provider, files, owner=owner))
 
 
-def _from_exports(conversations: list[Conversation]) -> dict[str, Any]:
-    """Every figure, counted from the portable exports alone."""
+def _from_exports(conversations: list[Conversation],
+                  keep: Any = lambda pair, when: True) -> dict[str, Any]:
+    """Every figure, counted from the portable exports alone (of the turns ``keep`` takes:
+    given the turn's (provider, model) and its time)."""
     urls: dict[str, dict[str, Any]] = {}
     domains: dict[str, dict[str, Any]] = {}
     models: dict[tuple[str, str], dict[str, Any]] = {}
@@ -49,6 +51,8 @@ def _from_exports(conversations: list[Conversation]) -> dict[str, Any]:
             served = turn["agent"].get("model") or {}
             pair = (served.get("provider", ""), served.get("model", ""))
             when = dt.datetime.fromisoformat(turn["created_at"])
+            if not keep(pair, when):
+                continue
             cited: Counter[str] = Counter()
             integrity: Counter[str] = Counter()
             consulted: set[str] = set()

@@ -1,0 +1,135 @@
+"""The Sources roll-up: kept through every change to the rows, it is the roll-up made afresh
+from them; and read with every filter it holds, its figures are those of the exports."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from conversations import source_report, source_tally, store
+from conversations.models import Conversation, SourceSpread, SourceTally
+from conversations.source_report import Filters
+from streams.bodies import ActivityBody
+from streams.builder import AttributionRecord, EventRecord
+from tests.conversations.test_source_report import _from_exports, _reported
+
+pytestmark = pytest.mark.django_db
+
+DAY1 = dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.UTC)
+DAY2 = dt.datetime(2026, 11, 2, 17, 5, tzinfo=dt.UTC)
+
+
+def _answer(cited: list[str], consulted: list[str] = (), *, when: dt.datetime,
+            served: tuple[str, str] = ("openai", "gpt-x")) -> store.NewTurn:
+    records = []
+    if consulted:
+        records.append(EventRecord("hosted_activity", body=ActivityBody(
+            f"ws_{len(consulted)}", "web_search", "completed", {"query": "q"}, "",
+            tuple({"url": u, "title": f"Title of {u}"} for u in consulted))))
+    records.append(EventRecord("message", text="An answer with sources.", attributions=[
+        AttributionRecord(u, f"Title of {u}", "", 0, 6, integrity="exact") for u in cited]))
+    return store.NewTurn("agent", records, provider=served[0], model=served[1],
+                         created_at=when)
+
+
+def _conversation(owner: User, *turns: store.NewTurn) -> Conversation:
+    conversation, _ = store.record_turns(list(turns), store.NewConversation(owner=owner))
+    return conversation
+
+
+def _kept() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    cells = sorted(SourceTally.objects.values_list(
+        "group", "owner", "name", "day", "provider", "model", "site", "host", "label", "title",
+        *source_tally.SUMS, "first_seen", "last_seen"))
+    spread = sorted(SourceSpread.objects.values_list(
+        "conversation_id", "group", "owner", "name", "day", "provider", "model"))
+    return cells, spread
+
+
+def _store(alice: User, bob: User) -> list[Conversation]:
+    a, b = "https://a.example.com/1", "https://www.a.example.com/2"
+    c = "https://news.example.org/c"
+    spans = _conversation(  # a and its domain on two days and two models: spread rows
+        alice, _answer([a], [a, c], when=DAY1),
+        _answer([a, b], [b], when=DAY2, served=("anthropic", "claude-x")))
+    one_day = _conversation(alice, _answer([c], [a, c], when=DAY1),
+                            _answer([c], when=DAY1 + dt.timedelta(hours=1)))
+    bobs = _conversation(bob, _answer([a], [a], when=DAY2))
+    return [spans, one_day, bobs]
+
+
+@pytest.fixture
+def alice() -> User:
+    return User.objects.create_user("alice")
+
+
+@pytest.fixture
+def bob() -> User:
+    return User.objects.create_user("bob")
+
+
+def test_every_change_keeps_the_roll_up_a_fresh_one_would_be(alice, bob):
+    spans, one_day, bobs = _store(alice, bob)
+    assert SourceSpread.objects.exists()
+    # a live turn: its sources in two writes, its provenance after them (its cells move)
+    ((turn, _),) = store.open_turns(one_day, [store.NewTurn("agent", [], status="streaming")])
+    store.append_events(turn, _answer(["https://a.example.com/1"], ["https://late.example/"],
+                                      when=DAY1).records)
+    store.append_events(turn, _answer(["https://late.example/"], when=DAY1).records)
+    store.set_provenance(turn, "gemini", "gemini-x")
+    store.set_owner(bobs, alice)  # bob's cells go to alice
+    # the earliest use of a's cells leaves: their first seen is read again
+    earliest = _conversation(alice, _answer(["https://a.example.com/1"],
+                                            when=DAY1 - dt.timedelta(hours=9)))
+    store.delete_conversation(earliest)
+    kept = _kept()
+    assert kept[0] and kept[1]
+    source_tally.rebuild()
+    assert _kept() == kept
+
+
+def test_a_deleted_conversation_leaves_no_cells(alice, bob):
+    conversations = _store(alice, bob)
+    for conversation in conversations:
+        store.delete_conversation(conversation)
+    assert _kept() == ([], [])
+
+
+@pytest.mark.parametrize("f", [
+    Filters(), Filters(provider="openai"), Filters(provider="anthropic", model="claude-x"),
+    Filters(since=DAY1.date(), until=DAY1.date()), Filters(since=DAY2.date()),
+    Filters(until=DAY1.date(), model="gpt-x"), Filters(owner="bob"),
+], ids=["all", "provider", "model", "day 1", "day 2", "model by day 1", "owner"])
+@pytest.mark.parametrize("group", ["domain", "url"])
+def test_the_roll_up_read_with_each_filter_agrees_with_the_exports(alice, bob, f, group):
+    _store(alice, bob)
+    staff = User.objects.create_user("staff", is_staff=True)
+    owned = Conversation.objects.filter(owner__username=f.owner) if f.owner else (
+        Conversation.objects.filter(owner=alice))
+    reader = staff if f.owner else alice
+
+    def keep(pair: tuple[str, str], when: dt.datetime) -> bool:
+        return ((not f.provider or pair[0] == f.provider) and (not f.model or pair[1] == f.model)
+                and (not f.since or when.date() >= f.since)
+                and (not f.until or when.date() <= f.until))
+
+    expected = _from_exports(list(owned), keep)[group]
+    assert _reported(reader, group, f) == expected
+    if not f.any:  # the spread conversation counts once, across its two days and models
+        assert expected["example.com" if group == "domain" else "https://a.example.com/1"][
+            "conversations"] == 2
+
+
+def test_sorting_by_each_column_pages_through_every_row_once(alice, bob):
+    _store(alice, bob)
+    names = set(_reported(alice, "url"))
+    pages = range(1, -(-len(names) // 2) + 1)
+    for sort in (*source_report.COLUMNS, "name"):
+        for descending in (True, False):
+            seen = [row["name"] for page in pages for row in source_report.sources(
+                alice, Filters(), group="url", sort=sort, descending=descending, page=page,
+                size=2).rows]
+            assert sorted(seen) == sorted(names), (sort, descending)
