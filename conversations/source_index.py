@@ -90,6 +90,16 @@ class Pending:
         self.turn_of: dict[Any, Any] = {}  # event id -> turn id, as the write has them
         self.uses: dict[tuple[Any, str], _Use] = {}
         self.searches: dict[tuple[Any, str], None] = {}  # (turn id, web search activity id)
+        # The turns the write inserts: id -> (conversation id, role, provider, model, time);
+        # and the new conversation's owner when it starts one (its part of the roll-up is
+        # then all in this write: made here, not read back).
+        self.turns: dict[Any, tuple[Any, str, str, str, Any]] = {}
+        self.fresh = False
+        self.owner: int | None = None
+
+    def turn(self, turn_id: Any, conversation_id: Any, role: str, provider: str, model: str,
+             created_at: Any) -> None:
+        self.turns[turn_id] = (conversation_id, role, provider, model, created_at)
 
     def _use(self, turn_id: Any, url: str, title: str) -> _Use:
         key = (turn_id, source_key(url, title))
@@ -196,30 +206,64 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
     """Add ``pending``'s counts to the rows (after the write's turns are inserted), and what
     that changed to the roll-up (``source_tally``)."""
     rows = pending.rows()
-    tally = tally and bool(rows)
-    if tally:
-        change = source_tally.Change(cursor, connection, turns=sorted({r[-1] for r in rows}),
-                                     sites={r[4] for r in rows})
+    change = None
+    if tally and not pending.fresh and (rows or pending.searches or pending.turns):
+        change = source_tally.Change(
+            cursor, connection, turns=sorted({r[-1] for r in rows} | {t for t, _ in
+                                              pending.searches} | set(pending.turns)),
+            sites={r[4] for r in rows}, new_turns=pending.turns)
     for start in range(0, len(rows), _ROWS_PER_STATEMENT):
         chunk = rows[start:start + _ROWS_PER_STATEMENT]
         cursor.execute(_many_sql(connection.alias, len(chunk)),
                        [value for row in chunk for value in row])
-    if tally:
-        change.apply(cursor)
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],
                            [[activity, turn] for turn, activity in pending.searches])
+    if change is not None:
+        change.apply(cursor)
+    elif tally and pending.fresh:
+        source_tally.add_fresh(cursor, connection, *_fresh_rows(pending, rows))
 
 
-def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str) -> None:
-    """The turn's provenance, set after its rows were written, onto them."""
-    sql = _sql(connection.alias)
-    table = connection.ops.quote_name(SourceUse._meta.db_table)
-    cursor.execute(f"SELECT DISTINCT site FROM {table} WHERE turn_id = %s", [turn_id])
-    change = source_tally.Change(cursor, connection, turns=[turn_id],
-                                 sites=[site for (site,) in cursor.fetchall()])
-    cursor.execute(sql[2], [provider, model, turn_id])
-    cursor.execute(sql[3], [provider, model, turn_id])
+def _fresh_rows(pending: Pending, rows: list[list[Any]]) -> tuple[list[Any], list[Any]]:
+    """A new conversation's rows and answers as ``source_tally.part`` takes them, from what
+    this write holds of it (not read back)."""
+    owner = pending.owner or 0
+    uses = []
+    for key, hashed, title, host, site, cited, *placed, consulted, turn_id in rows:
+        conversation_id, _, provider, model, created = pending.turns[turn_id]
+        uses.append((conversation_id, owner, turn_id, provider, model, created, key, hashed,
+                     title, host, site, cited, consulted, *placed))
+    searches: dict[Any, int] = {}
+    for turn_id, _ in pending.searches:
+        searches[turn_id] = searches.get(turn_id, 0) + 1
+    answers = [(turn_id, owner, provider, model, created, searches.get(turn_id, 0))
+               for turn_id, (_, role, provider, model, created) in pending.turns.items()
+               if role == "agent"]
+    return uses, answers
+
+
+def provenance_change(cursor: Any, connection: Any, turn_id: Any,
+                      indexed: bool = True) -> source_tally.Change:
+    """What the roll-up holds of a turn before its provenance is set (``provenance``);
+    ``indexed=False``: it has no rows yet, only its answer moves."""
+    sites: list[str] = []
+    if indexed:
+        table = connection.ops.quote_name(SourceUse._meta.db_table)
+        cursor.execute(f"SELECT DISTINCT site FROM {table} WHERE turn_id = %s", [turn_id])
+        sites = [site for (site,) in cursor.fetchall()]
+    return source_tally.Change(cursor, connection, turns=[turn_id], sites=sites)
+
+
+def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str,
+               change: source_tally.Change, *, indexed: bool = True) -> None:
+    """The turn's provenance, set after its rows were written, onto them, and the roll-up's
+    cells they (and the answer) move between (``change``: ``provenance_change``'s, read before
+    the turn's row took the provenance)."""
+    if indexed:
+        sql = _sql(connection.alias)
+        cursor.execute(sql[2], [provider, model, turn_id])
+        cursor.execute(sql[3], [provider, model, turn_id])
     change.apply(cursor)
 
 

@@ -84,13 +84,15 @@ class SearchUse(models.Model):
         return f"search {self.activity_id} in turn {self.turn_id}"
 
 
-GROUPS = {"domain": "d", "host": "h", "url": "u"}  # SourceTally.group: what its name is
+# SourceTally.group: what its name is; "a": a provider · model's answers (name "").
+GROUPS = {"domain": "d", "host": "h", "url": "u", "answers": "a"}
 
 
 class SourceTally(models.Model):
     """A cell of the Sources roll-up: what the turns of one owner's conversations, on one UTC
     day, served by one provider · model, consulted and cited of one domain, host or URL
-    (``group``; a URL is named by its key's hash, its key in ``label``). Kept by
+    (``group``; a URL is named by its key's hash, its key in ``label``), or answered (group
+    "a": the citation profiles' answers and searches). Kept by
     ``conversations.source_tally`` from the ``SourceUse`` rows as the store writes them, so
     that the Sources tables sum a few cells instead of every row a user sees.
 
@@ -122,6 +124,10 @@ class SourceTally(models.Model):
     no_source = models.IntegerField(default=0)
     turns = models.IntegerField(default=0)
     conversations = models.IntegerField(default=0)  # held in this cell alone
+    # Answer cells ("a"): their turns are the agent turns, these their web searches and the
+    # turns that searched.
+    searches = models.IntegerField(default=0)
+    searched = models.IntegerField(default=0)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
 

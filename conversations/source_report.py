@@ -319,20 +319,16 @@ def citing_turns(user: Any, f: Filters, group: str, name: str,
 
 def models(user: Any, f: Filters) -> list[dict[str, Any]]:
     """A citation profile per provider · model (agent turns), most answers first."""
-    answers = (_narrowed(Turn.objects.filter(role=Turn.Role.AGENT), user, f)
-               .values_list("provider", "model").annotate(n=Count("id")))
+    if f.q:
+        answers, searched, rows, top = _profiles_from_rows(user, f)
+    else:  # the roll-up holds every other filter
+        answers, searched, rows, top = source_rollup.profiles(user, f)
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
     for provider, model, n in answers:
         profiles[(provider, model)] = _profile(provider, model, n)
-    searched = (_narrowed(SearchUse.objects.all(), user, f).values_list("provider", "model")
-                .annotate(searches=Count("id"), answers=Count("turn_id", distinct=True)))
     for provider, model, searches, answered in searched:
         p = profiles.setdefault((provider, model), _profile(provider, model, 0))
         p["searches"], p["searched_answers"] = searches, answered
-    if f.q:
-        rows, top = _profiles_from_rows(user, f)
-    else:  # the roll-up holds every other filter
-        rows, top = source_rollup.profiles(user, f)
     for provider, model, consulted, cited, not_cited, not_opened, citations, *counts in rows:
         p = profiles.setdefault((provider, model), _profile(provider, model, 0))
         p.update(consulted=consulted, cited_sources=cited, consulted_not_cited=not_cited,
@@ -347,9 +343,12 @@ def models(user: Any, f: Filters) -> list[dict[str, Any]]:
     return sorted(profiles.values(), key=lambda p: (-p["answers"], p["provider"], p["model"]))
 
 
-def _profiles_from_rows(user: Any, f: Filters) -> tuple[list[tuple[Any, ...]],
-                                                       list[tuple[Any, ...]]]:
+def _profiles_from_rows(user: Any, f: Filters) -> list[list[tuple[Any, ...]]]:
     """``source_rollup.profiles`` counted from the rows (a search narrows to conversations)."""
+    answers = (_narrowed(Turn.objects.filter(role=Turn.Role.AGENT), user, f)
+               .values_list("provider", "model").annotate(n=Count("id")))
+    searched = (_narrowed(SearchUse.objects.all(), user, f).values_list("provider", "model")
+                .annotate(searches=Count("id"), answers=Count("turn_id", distinct=True)))
     rows = (uses(user, f).values_list("provider", "model").annotate(
         n_consulted=Count("id", filter=Q(consulted__gt=0)),
         n_cited=Count("id", filter=Q(cited__gt=0)),
@@ -358,7 +357,7 @@ def _profiles_from_rows(user: Any, f: Filters) -> tuple[list[tuple[Any, ...]],
         n_citations=Sum("cited"), **{f"n_{name}": Sum(name) for name in INTEGRITIES}))
     top = (uses(user, f).filter(cited__gt=0).values_list("provider", "model", "site")
            .annotate(n=Sum("cited")).order_by("provider", "model", "-n", "site"))
-    return list(rows), list(top)
+    return [list(answers), list(searched), list(rows), list(top)]
 
 
 def _profile(provider: str, model: str, answers: int) -> dict[str, Any]:

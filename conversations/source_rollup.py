@@ -100,16 +100,20 @@ def _with_models(qs: QuerySet[SourceTally], rows: list[dict[str, Any]]) -> None:
         row.pop("hash", None)
 
 
-def profiles(user: Any, f: Narrowing) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Per provider · model: (provider, model, consulted, cited sources, consulted not cited,
-    cited not consulted, citations, *INTEGRITIES), and the top domains' (provider, model,
-    domain, citations), most cited first."""
+def profiles(user: Any, f: Narrowing) -> list[list[tuple[Any, ...]]]:
+    """Per provider · model: its answers (provider, model, answers); its web searches
+    (provider, model, searches, answers that searched); (provider, model, consulted, cited
+    sources, consulted not cited, cited not consulted, citations, *INTEGRITIES); and its top
+    domains (provider, model, domain, citations), most cited first."""
+    answered = cells(user, f, "answers").values_list("provider", "model")
+    answers = answered.annotate(Sum("turns"))
+    searched = answered.filter(searches__gt=0).annotate(Sum("searches"), Sum("searched"))
     sums = (cells(user, f, "url").values_list("provider", "model").annotate(
         Sum("consulted"), Sum("cited_sources"), Sum("consulted_not_cited"),
         Sum("cited_not_consulted"), Sum("cited"), *(Sum(name) for name in INTEGRITIES)))
     top = (cells(user, f, "domain").filter(cited__gt=0).values_list("provider", "model", "name")
            .annotate(n=Sum("cited")).order_by("provider", "model", "-n", "name"))
-    return list(sums), list(top)
+    return [list(answers), list(searched), list(sums), list(top)]
 
 
 def citations_per_day(user: Any, f: Narrowing) -> list[tuple[dt.date, str, str, int]]:

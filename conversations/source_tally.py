@@ -18,19 +18,23 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
 from django.db import connections, router
 from django.utils.dateparse import parse_datetime
 
-from conversations.models import Conversation, SourceUse, Turn
+from conversations.models import Conversation, SearchUse, SourceUse, Turn
 from conversations.source_models import SourceSpread, SourceTally
 
 # The cell's key, in SourceTally's column order: (group, owner, name, day, provider, model).
 CellKey = tuple[str, int, str, dt.date, str, str]
 SUMS = ("cited", "consulted", "consulted_not_cited", "cited_sources", "cited_not_consulted",
-        "exact", "repaired", "dropped", "no_source", "turns", "conversations")
+        "exact", "repaired", "dropped", "no_source", "turns", "conversations", "searches",
+        "searched")
+_TURNS, _CONVERSATIONS = SUMS.index("turns"), SUMS.index("conversations")
+ANSWERS = "a"  # the group of a provider · model's answers: their cells' name is ""
 _KEY = ("group", "owner", "name", "day", "provider", "model")
 _ROWS_PER_STATEMENT = 400  # 21 parameters a row: well within SQLite's limit
 
@@ -46,6 +50,7 @@ class _Cell:
 
 
 Part = tuple[dict[CellKey, _Cell], set[tuple[Any, ...]]]  # cells, spread rows
+EMPTY: Part = ({}, set())
 
 
 def _when(value: Any) -> dt.datetime:
@@ -57,17 +62,30 @@ def _when(value: Any) -> dt.datetime:
     return value.astimezone(dt.UTC)
 
 
-def _part(rows: Iterable[tuple[Any, ...]]) -> Part:
-    """The roll-up's part of these SourceUse rows (``_select``'s columns)."""
+def part(rows: Iterable[tuple[Any, ...]], answers: Iterable[tuple[Any, ...]] = ()) -> Part:
+    """The roll-up's part of these SourceUse rows (``_rows_sql``'s columns) and these agent
+    turns (``_answers_sql``'s: the turn, its owner, provider, model, time, web searches)."""
     cells: dict[CellKey, _Cell] = {}
-    members: dict[tuple[Any, str, str], set[CellKey]] = {}
-    for (conversation, owner, turn, provider, model, created, key, hashed, title, host, site,
-         cited, consulted, *placed) in rows:
+    for turn, owner, provider, model, created, searches in answers:
         when = _when(created)
-        adds = (cited, consulted > 0, consulted > 0 and not cited, cited > 0,
-                cited > 0 and not consulted, *placed)
+        cell_key = (ANSWERS, owner, "", when.date(), provider, model)
+        cell = cells.get(cell_key)
+        if cell is None:
+            cell = cells[cell_key] = _Cell("", "", "", when)
+        else:
+            cell.first, cell.last = min(cell.first, when), max(cell.last, when)
+        cell.turns.add(turn)
+        cell.sums[-2] += searches
+        cell.sums[-1] += searches > 0
+    members: dict[tuple[Any, str, str], set[CellKey]] = {}
+    last_created: Any = None
+    for (conversation, owner, turn, provider, model, created, key, hashed, title, host, site,
+         cited, consulted, exact, repaired, dropped, no_source) in rows:
+        if created is not last_created:  # a turn's rows come together: its time read once
+            last_created, when = created, _when(created)
+            day = when.date()
         for group, name in (("d", site), ("h", host), ("u", hashed)):
-            cell_key = (group, owner, name, when.date(), provider, model)
+            cell_key = (group, owner, name, day, provider, model)
             cell = cells.get(cell_key)
             if cell is None:
                 url = group == "u"
@@ -79,19 +97,35 @@ def _part(rows: Iterable[tuple[Any, ...]]) -> Part:
                 cell.last = when
             if group == "u" and title > cell.title:
                 cell.title = title
-            sums = cell.sums
-            for n, value in enumerate(adds):
-                sums[n] += value
+            sums = cell.sums  # in SUMS' order
+            sums[0] += cited
+            if consulted:
+                sums[1] += 1
+                if not cited:
+                    sums[2] += 1
+            if cited:
+                sums[3] += 1
+                if not consulted:
+                    sums[4] += 1
+            sums[5] += exact
+            sums[6] += repaired
+            sums[7] += dropped
+            sums[8] += no_source
             cell.turns.add(turn)
-            members.setdefault((conversation, group, name), set()).add(cell_key)
+            member = (conversation, group, name)
+            keys = members.get(member)
+            if keys is None:
+                members[member] = {cell_key}
+            else:
+                keys.add(cell_key)
     spread = set()
     for (conversation, _group, _name), keys in members.items():
         if len(keys) == 1:
-            cells[next(iter(keys))].sums[-1] += 1
+            cells[next(iter(keys))].sums[_CONVERSATIONS] += 1
         else:
             spread.update((conversation, *key) for key in keys)
     for cell in cells.values():
-        cell.sums[-2] = len(cell.turns)
+        cell.sums[_TURNS] = len(cell.turns)
     return cells, spread
 
 
@@ -100,52 +134,118 @@ def _tables(alias: str) -> dict[str, str]:
     q = connections[alias].ops.quote_name
     return {name: q(model._meta.db_table) for name, model in (
         ("use", SourceUse), ("tally", SourceTally), ("spread", SourceSpread),
-        ("conversation", Conversation), ("turn", Turn))}
+        ("conversation", Conversation), ("turn", Turn), ("search", SearchUse))}
 
 
-def _select(alias: str, conversations: str, sites: str) -> str:
-    """SourceUse rows with their conversation's owner, ``_part``'s columns; ``conversations``
-    and ``sites``: the conditions on them."""
+def _rows_sql(alias: str, where: str) -> str:
+    """SourceUse rows with their conversation's owner, ``part``'s columns."""
     t = _tables(alias)
     return (f"SELECT u.conversation_id, COALESCE(c.owner_id, 0), u.turn_id, u.provider, "
             f"u.model, u.created_at, u.key, u.key_hash, u.title, u.host, u.site, u.cited, "
             f"u.consulted, u.exact, u.repaired, u.dropped, u.no_source "
             f"FROM {t['use']} u JOIN {t['conversation']} c ON c.id = u.conversation_id "
-            f"WHERE u.conversation_id {conversations}{sites}")
+            f"WHERE {where}")
+
+
+def _answers_sql(alias: str, where: str) -> str:
+    """Agent turns with their owner and web searches, ``part``'s ``answers``."""
+    t = _tables(alias)
+    return (f"SELECT t.id, COALESCE(c.owner_id, 0), t.provider, t.model, t.created_at, "
+            f"(SELECT COUNT(*) FROM {t['search']} s WHERE s.turn_id = t.id) "
+            f"FROM {t['turn']} t JOIN {t['conversation']} c ON c.id = t.conversation_id "
+            f"WHERE t.role = 'agent' AND {where}")
 
 
 def _marks(values: Collection[Any]) -> str:
     return "(" + ", ".join(["%s"] * len(values)) + ")"
 
 
+# Inside ``gathered``: the rows of the new conversations written (``part``'s), by connection.
+_GATHERED: ContextVar[dict[str, tuple[list[Any], list[Any]]] | None] = ContextVar(
+    "source_tally_gathered", default=None)
+
+
+@contextmanager
+def gathered() -> Iterator[None]:
+    """Inside (a transaction of many writes: ``store.all_or_nothing``), the new
+    conversations' parts are made together and written when the block ends without an error:
+    the writes of a bulk ingest add to the same few cells (an owner's day, model and domains),
+    and each cell is then one row updated once, its lock held only from there to the commit,
+    instead of once a conversation (``search.inserts_gathered`` does so for facet counts)."""
+    gathered_rows: dict[str, tuple[list[Any], list[Any]]] = {}
+    token = _GATHERED.set(gathered_rows)
+    try:
+        yield
+    finally:
+        _GATHERED.reset(token)
+    _flush(gathered_rows)
+
+
+def _flush(gathered_rows: dict[str, tuple[list[Any], list[Any]]]) -> None:
+    for alias, (uses, answers) in gathered_rows.items():
+        connection = connections[alias]
+        with connection.cursor() as cursor:
+            write(cursor, connection, EMPTY, part(uses, answers))
+    gathered_rows.clear()
+
+
+def add_fresh(cursor: Any, connection: Any, uses: list[tuple[Any, ...]],
+              answers: list[tuple[Any, ...]]) -> None:
+    """A new conversation's rows (``part``'s) into the roll-up: now, or at the end of
+    ``gathered``."""
+    found = _GATHERED.get()
+    if found is None:
+        write(cursor, connection, EMPTY, part(uses, answers))
+        return
+    into = found.setdefault(connection.alias, ([], []))
+    into[0].extend(uses)
+    into[1].extend(answers)
+
+
 class Change:
-    """The roll-up's part of some conversations' rows (of some domains, or all), read before
-    the rows change; ``apply`` writes the difference the change made."""
+    """The roll-up's part of some rows, read before they change; ``apply`` writes the
+    difference the change made. Either whole ``conversations`` (their owner, their delete),
+    or ``turns`` (a write's, a provenance's): their conversations' rows of ``sites`` (all a
+    write's rows can add to) and the turns' answers; ``new_turns`` (a write's, among ``turns``)
+    had nothing before."""
 
     def __init__(self, cursor: Any, connection: Any, *, conversations: Collection[Any] = (),
-                 turns: Collection[Any] = (), sites: Collection[str] | None = None) -> None:
-        self.connection = connection
-        if turns:  # the conversations of these turns
-            t = _tables(connection.alias)
-            where = f"IN (SELECT conversation_id FROM {t['turn']} WHERE id IN {_marks(turns)})"
-            params = list(turns)
-        else:
-            where, params = f"IN {_marks(conversations)}", list(conversations)
-        if sites is not None:
+                 turns: Collection[Any] = (), sites: Collection[str] = (),
+                 new_turns: Collection[Any] = ()) -> None:
+        self.connection, alias = connection, connection.alias
+        parts = _GATHERED.get()
+        if parts:  # a change reads (and mends) the cells: what was gathered goes in first
+            _flush(parts)
+        self.reads: list[tuple[str, list[Any]]] = []  # (rows, answers) statements
+        if conversations:
+            where = f"IN {_marks(conversations)}"
+            self.reads = [(_rows_sql(alias, f"u.conversation_id {where}"), list(conversations)),
+                          (_answers_sql(alias, f"t.conversation_id {where}"),
+                           list(conversations))]
+        elif turns:
             sites = sorted(set(sites))
-            where += f" AND u.site IN {_marks(sites)}"
-            params += sites
-        self.sql, self.params = _select(connection.alias, where, ""), params
-        self.before = self._read(cursor) if (turns or conversations) and sites != [] else None
+            owners = f"(SELECT conversation_id FROM {_tables(alias)['turn']} WHERE id IN "
+            self.reads = [
+                (_rows_sql(alias, f"u.conversation_id IN {owners}{_marks(turns)}) AND u.site IN "
+                                  f"{_marks(sites)}"), [*turns, *sites]) if sites else ("", []),
+                (_answers_sql(alias, f"t.id IN {_marks(turns)}"), list(turns))]
+        fresh = set(new_turns)
+        self.before = self._read(cursor, skip=fresh) if self.reads else None
 
-    def _read(self, cursor: Any) -> Part:
-        cursor.execute(self.sql, self.params)
-        return _part(cursor.fetchall())
+    def _read(self, cursor: Any, skip: Collection[Any] = ()) -> Part:
+        found: list[list[tuple[Any, ...]]] = []
+        for sql, params in self.reads:
+            if not sql:
+                found.append([])
+                continue
+            cursor.execute(sql, params)
+            found.append(cursor.fetchall())
+        answers = [row for row in found[1] if row[0] not in skip] if skip else found[1]
+        return part(found[0], answers)
 
     def apply(self, cursor: Any) -> None:
-        if self.before is None:
-            return
-        write(cursor, self.connection, self.before, self._read(cursor))
+        if self.before is not None:
+            write(cursor, self.connection, self.before, self._read(cursor))
 
 
 def write(cursor: Any, connection: Any, before: Part, after: Part) -> None:
@@ -226,10 +326,15 @@ def _mend(cursor: Any, connection: Any, keys: list[CellKey]) -> None:
     keyed = " AND ".join(f"{q(c)} = %s" for c in _KEY)
     params = [[g, o, n, ops.adapt_datefield_value(d), p, m] for g, o, n, d, p, m in keys]
     cursor.executemany(f"DELETE FROM {t['tally']} WHERE {keyed} AND {q('turns')} <= 0", params)
-    rows = (f"FROM {t['use']} u JOIN {t['conversation']} c ON c.id = u.conversation_id "
-            f"WHERE COALESCE(c.owner_id, 0) = %s AND u.provider = %s AND u.model = %s "
-            f"AND u.created_at >= %s AND u.created_at < %s AND ")
-    named = {"d": "u.site = %s", "h": "u.site = %s AND u.host = %s", "u": "u.key_hash = %s"}
+    owned = (f"JOIN {t['conversation']} c ON c.id = u.conversation_id "
+             f"WHERE COALESCE(c.owner_id, 0) = %s AND u.provider = %s AND u.model = %s "
+             f"AND u.created_at >= %s AND u.created_at < %s AND ")
+    read = {
+        "d": f"MAX(u.title) FROM {t['use']} u {owned}u.site = %s",
+        "h": f"MAX(u.title) FROM {t['use']} u {owned}u.site = %s AND u.host = %s",
+        "u": f"MAX(u.title) FROM {t['use']} u {owned}u.key_hash = %s",
+        ANSWERS: f"'' FROM {t['turn']} u {owned}u.role = 'agent'",
+    }
     for group, owner, name, day, provider, model in keys:
         found = SourceTally.objects.using(connection.alias).filter(
             group=group, owner=owner, name=name, day=day, provider=provider, model=model
@@ -239,9 +344,9 @@ def _mend(cursor: Any, connection: Any, keys: list[CellKey]) -> None:
         start = dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
         span = [ops.adapt_datetimefield_value(start),
                 ops.adapt_datetimefield_value(start + dt.timedelta(days=1))]
-        which = [found, name] if group == "h" else [name]
-        cursor.execute(f"SELECT MIN(u.created_at), MAX(u.created_at), MAX(u.title) "
-                       f"{rows}{named[group]}", [owner, provider, model, *span, *which])
+        which = {"h": [found, name], ANSWERS: []}.get(group, [name])
+        cursor.execute(f"SELECT MIN(u.created_at), MAX(u.created_at), {read[group]}",
+                       [owner, provider, model, *span, *which])
         first, last, title = cursor.fetchone()
         cursor.execute(
             f"UPDATE {t['tally']} SET {q('first_seen')} = %s, {q('last_seen')} = %s, "
@@ -269,12 +374,12 @@ def rebuild(using: str | None = None, batch: int = 1000) -> int:
     SourceTally.objects.using(using).all().delete()
     SourceSpread.objects.using(using).all().delete()
     ids = list(Conversation.objects.using(using).order_by("pk").values_list("pk", flat=True))
-    empty: Part = ({}, set())
     with connection.cursor() as cursor:
         for start in range(0, len(ids), batch):
             chunk = [_db_id(connection, pk) for pk in ids[start:start + batch]]
-            cursor.execute(_select(using, f"IN {_marks(chunk)}", ""), chunk)
-            write(cursor, connection, empty, _part(cursor.fetchall()))
+            part_of = Change(cursor, connection, conversations=chunk).before
+            assert part_of is not None
+            write(cursor, connection, EMPTY, part_of)
     return SourceTally.objects.using(using).count()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connections, router, transaction
 from django.utils import timezone
 
-from conversations import search, source_index, warming
+from conversations import search, source_index, source_tally, warming
 from conversations.ids import uuid7
 from conversations.models import Attribution, Conversation, Event, Turn, dumps
 from conversations.store_rows import (
@@ -172,6 +172,7 @@ def set_provenance(turn: Turn, provider: str, model: str, *, indexed: bool = Tru
     connection = connections[router.db_for_write(Turn)]
     tables = Tables.of(connection)
     with connection.cursor() as cursor:
+        moved = source_index.provenance_change(cursor, connection, tables.uuid(turn.pk), indexed)
         cursor.execute(tables.provenance_sql,
                        [provider, model, turn.agent_id, tables.uuid(turn.pk)])
         updated = cursor.rowcount
@@ -179,9 +180,8 @@ def set_provenance(turn: Turn, provider: str, model: str, *, indexed: bool = Tru
             pending = search.Pending()
             pending.provenance(provider, model)
             search.write(cursor, connection, tables.uuid(turn.conversation_id), pending)
-            if indexed:
-                source_index.provenance(cursor, connection, tables.uuid(turn.pk), provider,
-                                        model)
+            source_index.provenance(cursor, connection, tables.uuid(turn.pk), provider, model,
+                                    moved, indexed=indexed)
     if updated:
         return
     stored = Turn.objects.filter(pk=turn.pk).values_list("provider", "model").first()
@@ -328,12 +328,14 @@ def all_or_nothing(using: str = "default") -> Iterator[None]:
     """One transaction for many writes that stand or fall together: a write inside it takes
     no savepoint of its own, and one that fails rolls all of them back (the caller writes them
     again, each in a savepoint, to keep the others: ``ingest_each``). Their search docs and
-    sources are inserted together at the end (``search.inserts_gathered``). A savepoint or a
+    sources are inserted together at the end (``search.inserts_gathered``), and so are their
+    parts of the Sources roll-up (``source_tally.gathered``). A savepoint or a
     statement per write made a bulk ingest's search docs several times as dear: SQLite's FTS5
     writes its pending index out at each."""
     token = _ALL_OR_NOTHING.set(True)
     try:
-        with transaction.atomic(using=using), search.inserts_gathered():
+        with (transaction.atomic(using=using), search.inserts_gathered(),
+              source_tally.gathered()):
             yield
     finally:
         _ALL_OR_NOTHING.reset(token)

@@ -134,6 +134,7 @@ class Rows:
         self.owner_id = conversation.owner_id
         self.search.title(conversation.title)
         self.search.fresh = True
+        self.sources.fresh, self.sources.owner = True, self.owner_id
         return conversation
 
     def turn(self, turn: Turn) -> None:
@@ -145,6 +146,8 @@ class Rows:
         ))
         self.search.provenance(turn.provider, turn.model)
         self.search.turn()
+        self.sources.turn(self.tables.uuid(turn.pk), self.conversation_id, turn.role,
+                          turn.provider, turn.model, turn.created_at)
         if turn.status != Turn.Status.STREAMING:
             self.finished.append(turn.pk)
 

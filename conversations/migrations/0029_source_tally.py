@@ -56,6 +56,8 @@ class Migration(migrations.Migration):
                 ('no_source', models.IntegerField(default=0)),
                 ('turns', models.IntegerField(default=0)),
                 ('conversations', models.IntegerField(default=0)),
+                ('searches', models.IntegerField(default=0)),
+                ('searched', models.IntegerField(default=0)),
                 ('first_seen', models.DateTimeField()),
                 ('last_seen', models.DateTimeField()),
             ],

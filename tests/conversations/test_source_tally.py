@@ -72,7 +72,7 @@ def bob() -> User:
 
 
 def test_every_change_keeps_the_roll_up_a_fresh_one_would_be(alice, bob):
-    spans, one_day, bobs = _store(alice, bob)
+    _, one_day, bobs = _store(alice, bob)
     assert SourceSpread.objects.exists()
     # a live turn: its sources in two writes, its provenance after them (its cells move)
     ((turn, _),) = store.open_turns(one_day, [store.NewTurn("agent", [], status="streaming")])
