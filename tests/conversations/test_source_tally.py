@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from conversations import source_report, source_tally, store
-from conversations.models import Conversation, SourceSpread, SourceTally
+from conversations.models import Conversation, Event, SourceSpread, SourceTally
 from conversations.source_report import Filters
 from streams.bodies import ActivityBody
 from streams.builder import AttributionRecord, EventRecord
@@ -23,13 +23,14 @@ DAY2 = dt.datetime(2026, 11, 2, 17, 5, tzinfo=dt.UTC)
 
 
 def _answer(cited: list[str], consulted: list[str] = (), *, when: dt.datetime,
-            served: tuple[str, str] = ("openai", "gpt-x")) -> store.NewTurn:
+            served: tuple[str, str] = ("openai", "gpt-x"),
+            text: str = "An answer with sources.") -> store.NewTurn:
     records = []
     if consulted:
         records.append(EventRecord("hosted_activity", body=ActivityBody(
             f"ws_{len(consulted)}", "web_search", "completed", {"query": "q"}, "",
             tuple({"url": u, "title": f"Title of {u}"} for u in consulted))))
-    records.append(EventRecord("message", text="An answer with sources.", attributions=[
+    records.append(EventRecord("message", text=text, attributions=[
         AttributionRecord(u, f"Title of {u}", "", 0, 6, integrity="exact") for u in cited]))
     return store.NewTurn("agent", records, provider=served[0], model=served[1],
                          created_at=when)
@@ -55,7 +56,7 @@ def _store(alice: User, bob: User) -> list[Conversation]:
     spans = _conversation(  # a and its domain on two days and two models: spread rows
         alice, _answer([a], [a, c], when=DAY1),
         _answer([a, b], [b], when=DAY2, served=("anthropic", "claude-x")))
-    one_day = _conversation(alice, _answer([c], [a, c], when=DAY1),
+    one_day = _conversation(alice, _answer([c], [a, c], when=DAY1, text="Tides, explained."),
                             _answer([c], when=DAY1 + dt.timedelta(hours=1)))
     bobs = _conversation(bob, _answer([a], [a], when=DAY2))
     return [spans, one_day, bobs]
@@ -101,8 +102,10 @@ def test_a_deleted_conversation_leaves_no_cells(alice, bob):
 @pytest.mark.parametrize("f", [
     Filters(), Filters(provider="openai"), Filters(provider="anthropic", model="claude-x"),
     Filters(since=DAY1.date(), until=DAY1.date()), Filters(since=DAY2.date()),
-    Filters(until=DAY1.date(), model="gpt-x"), Filters(owner="bob"),
-], ids=["all", "provider", "model", "day 1", "day 2", "model by day 1", "owner"])
+    Filters(until=DAY1.date(), model="gpt-x"), Filters(owner="bob"), Filters(q="tides"),
+    Filters(q="answer", provider="openai"),
+], ids=["all", "provider", "model", "day 1", "day 2", "model by day 1", "owner", "search",
+        "search, provider"])
 @pytest.mark.parametrize("group", ["domain", "url"])
 def test_the_roll_up_read_with_each_filter_agrees_with_the_exports(alice, bob, f, group):
     _store(alice, bob)
@@ -110,14 +113,26 @@ def test_the_roll_up_read_with_each_filter_agrees_with_the_exports(alice, bob, f
     owned = Conversation.objects.filter(owner__username=f.owner) if f.owner else (
         Conversation.objects.filter(owner=alice))
     reader = staff if f.owner else alice
+    if f.q:  # the list's search: the conversations saying the word (read from the rows)
+        owned = owned.filter(pk__in=Event.objects.filter(text__icontains=f.q)
+                             .values("conversation_id"))
+        assert 0 < owned.count() <= 2
 
     def keep(pair: tuple[str, str], when: dt.datetime) -> bool:
         return ((not f.provider or pair[0] == f.provider) and (not f.model or pair[1] == f.model)
                 and (not f.since or when.date() >= f.since)
                 and (not f.until or when.date() <= f.until))
 
-    expected = _from_exports(list(owned), keep)[group]
+    counted = _from_exports(list(owned), keep)
+    expected = counted[group]
     assert _reported(reader, group, f) == expected
+    profiles = {(p["provider"], p["model"]): p for p in source_report.models(reader, f)}
+    assert set(profiles) == set(counted["models"])
+    for pair, numbers in counted["models"].items():
+        for name in ("answers", "searches", "searched_answers", "consulted", "cited_sources",
+                     "citations", "consulted_not_cited", "cited_not_consulted", "exact"):
+            got = profiles[pair]["integrity" if name == "exact" else name]
+            assert (got["exact"] if name == "exact" else got) == numbers[name], (pair, name)
     if not f.any:  # the spread conversation counts once, across its two days and models
         assert expected["example.com" if group == "domain" else "https://a.example.com/1"][
             "conversations"] == 2
