@@ -30,7 +30,7 @@ from publicsuffixlist import PublicSuffixList
 
 from conversations import source_models, source_tally
 from conversations.domains import host_of, reader_domain
-from conversations.models import Attribution, Event, SearchUse, SourceUse, Turn
+from conversations.models import Attribution, Conversation, Event, SearchUse, SourceUse, Turn
 from streams.bodies import ActivityBody, Body, load
 
 GROUNDING_REDIRECT = "vertexaisearch.cloud.google.com"
@@ -247,10 +247,17 @@ def provenance_change(cursor: Any, connection: Any, turn_id: Any,
                       indexed: bool = True) -> source_tally.Change:
     """What the roll-up holds of a turn before its provenance is set (``provenance``);
     ``indexed=False``: it has no rows yet, only its answer moves."""
+    q = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        # A write to the conversation holds its row (its seqs): so that one does not land
+        # between the reads before and after this change and count in both differences.
+        cursor.execute(f"SELECT 1 FROM {q(Conversation._meta.db_table)} WHERE id = (SELECT "
+                       f"conversation_id FROM {q(Turn._meta.db_table)} WHERE id = %s) "
+                       f"FOR UPDATE", [turn_id])
     sites: list[str] = []
     if indexed:
-        table = connection.ops.quote_name(SourceUse._meta.db_table)
-        cursor.execute(f"SELECT DISTINCT site FROM {table} WHERE turn_id = %s", [turn_id])
+        cursor.execute(f"SELECT DISTINCT site FROM {q(SourceUse._meta.db_table)} "
+                       f"WHERE turn_id = %s", [turn_id])
         sites = [site for (site,) in cursor.fetchall()]
     return source_tally.Change(cursor, connection, turns=[turn_id], sites=sites)
 

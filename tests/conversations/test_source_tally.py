@@ -148,3 +148,17 @@ def test_sorting_by_each_column_pages_through_every_row_once(alice, bob):
                 alice, Filters(), group="url", sort=sort, descending=descending, page=page,
                 size=2).rows]
             assert sorted(seen) == sorted(names), (sort, descending)
+
+
+def test_rebuild_sources_makes_the_same_rows_and_roll_up_again(alice, bob):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    _store(alice, bob)
+    kept = _kept()
+    SourceTally.objects.all().delete()
+    out = StringIO()
+    call_command("rebuild_sources", stdout=out)
+    assert _kept() == kept
+    assert "roll-up cells" in out.getvalue() and f" {len(kept[0])} roll-up" in out.getvalue()
