@@ -1,7 +1,7 @@
 """The Sources roll-up (``SourceTally`` cells, ``SourceSpread`` rows), kept from the
 ``SourceUse`` rows as they change.
 
-A conversation's part of the roll-up is a function of its rows alone (``_part``): per cell
+A conversation's part of the roll-up is a function of its rows alone (``part``): per cell
 (owner, domain / host / URL, UTC day, provider · model) the sums of its rows there, the turns
 among them, and whether all its uses of that name lie in that one cell (``conversations``)
 or in several (a ``SourceSpread`` row per cell). So every change to rows goes through
@@ -254,7 +254,8 @@ def write(cursor: Any, connection: Any, before: Part, after: Part) -> None:
     upserts: list[list[Any]] = []
     left: list[CellKey] = []  # cells rows left: emptied, or their times and title read again
     ops = connection.ops
-    for key in old.keys() | new.keys():
+    # In key order: two transactions adding to the same cells lock them in the same order.
+    for key in sorted(old.keys() | new.keys()):
         was, now = old.get(key), new.get(key)
         if now is None:
             assert was is not None
