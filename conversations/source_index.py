@@ -212,26 +212,37 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
             cursor, connection, turns=sorted({r[-1] for r in rows} | {t for t, _ in
                                               pending.searches} | set(pending.turns)),
             sites={r[4] for r in rows}, new_turns=pending.turns)
-    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-        chunk = rows[start:start + _ROWS_PER_STATEMENT]
-        cursor.execute(_many_sql(connection.alias, len(chunk)),
-                       [value for row in chunk for value in row])
+    fresh = (_fresh_rows(pending, rows, connection.ops.adapt_datetimefield_value)
+             if tally and pending.fresh else None)
+    if fresh:  # a new conversation: its rows are all new, their turns' columns known here
+        for start in range(0, len(fresh[0]), _ROWS_PER_STATEMENT):
+            chunk = fresh[0][start:start + _ROWS_PER_STATEMENT]
+            cursor.execute(_fresh_sql(connection.alias, len(chunk)),
+                           [value for row in chunk for value in row])
+    else:
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+            chunk = rows[start:start + _ROWS_PER_STATEMENT]
+            cursor.execute(_many_sql(connection.alias, len(chunk)),
+                           [value for row in chunk for value in row])
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],
                            [[activity, turn] for turn, activity in pending.searches])
     if change is not None:
         change.apply(cursor)
-    elif tally and pending.fresh:
-        source_tally.add_fresh(cursor, connection, *_fresh_rows(pending, rows))
+    elif fresh:
+        source_tally.add_fresh(cursor, connection, fresh[1], fresh[2])
 
 
-def _fresh_rows(pending: Pending, rows: list[list[Any]]) -> tuple[list[Any], list[Any]]:
-    """A new conversation's rows and answers as ``source_tally.part`` takes them, from what
-    this write holds of it (not read back)."""
+def _fresh_rows(pending: Pending, rows: list[list[Any]], adapt: Any
+                ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A new conversation's rows from what this write holds of it (not read back): for
+    ``_fresh_sql``, and its rows and answers as ``source_tally.part`` takes them."""
     owner = pending.owner or 0
-    uses = []
+    inserted, uses = [], []
     for key, hashed, title, host, site, cited, *placed, consulted, turn_id in rows:
         conversation_id, _, provider, model, created = pending.turns[turn_id]
+        inserted.append((turn_id, conversation_id, provider, model, adapt(created), key, hashed,
+                         title, host, site, cited, *placed, consulted))
         uses.append((conversation_id, owner, turn_id, provider, model, created, key, hashed,
                      title, host, site, cited, consulted, *placed))
     searches: dict[Any, int] = {}
@@ -240,7 +251,16 @@ def _fresh_rows(pending: Pending, rows: list[list[Any]]) -> tuple[list[Any], lis
     answers = [(turn_id, owner, provider, model, created, searches.get(turn_id, 0))
                for turn_id, (_, role, provider, model, created) in pending.turns.items()
                if role == "agent"]
-    return uses, answers
+    return inserted, uses, answers
+
+
+@lru_cache(maxsize=8)
+def _fresh_sql(alias: str, count: int) -> str:
+    """A plain INSERT of ``count`` rows of a new conversation (no turn to join, no conflict)."""
+    upsert = _sql(alias)[0]
+    columns = upsert[:upsert.index(" SELECT ")]
+    values = ", ".join(["(" + ", ".join(["%s"] * 16) + ")"] * count)
+    return f"{columns} VALUES {values}"
 
 
 def provenance_change(cursor: Any, connection: Any, turn_id: Any,
