@@ -95,6 +95,8 @@ def over_time(days: Sequence[Any], series: dict[str, list[int]], label: str) -> 
     # pygal leaves room for one legend row under rotated labels: the others were cut off.
     extra: dict[str, Any] = {"height": 360 + 18 * max(0, rows - 1),
                              "margin_bottom": 12 + 18 * max(0, rows - 1)}
+    if len(series) == 1:
+        extra["show_legend"] = False  # the table beside names it (pygal drew it cut off)
     totals = [sum(v) for v in zip(*series.values(), strict=True)] if few else \
         [v for values in series.values() for v in values]
     _whole_ticks(totals, extra)

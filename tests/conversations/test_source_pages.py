@@ -118,3 +118,6 @@ def test_a_chart_of_counts_has_whole_ticks_and_room_for_its_legend():
     rows = [float(y) for y in re.findall(r'<rect x="[^"]+" y="([^"]+)" width="12"', timeline)]
     assert legend_y + max(rows) + 12 <= height  # the last row inside the drawing
 
+    # one model over time (a search's): no legend, which pygal drew half under the edge
+    alone = source_charts.over_time([day], {"anthropic · claude-x": [4]}, "t")
+    assert 'class="legends"' not in alone
