@@ -91,11 +91,11 @@ class Pending:
         self.uses: dict[tuple[Any, str], _Use] = {}
         self.searches: dict[tuple[Any, str], None] = {}  # (turn id, web search activity id)
         # The turns the write inserts: id -> (conversation id, role, provider, model, time);
-        # and the new conversation's owner when it starts one (its part of the roll-up is
-        # then all in this write: made here, not read back).
+        # whether it starts the conversation (its part of the roll-up is then all in this
+        # write: made here, not read back); and the conversation's owner (``...``: not known).
         self.turns: dict[Any, tuple[Any, str, str, str, Any]] = {}
         self.fresh = False
-        self.owner: int | None = None
+        self.owner: Any = ...
 
     def turn(self, turn_id: Any, conversation_id: Any, role: str, provider: str, model: str,
              created_at: Any) -> None:
@@ -206,14 +206,26 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
     """Add ``pending``'s counts to the rows (after the write's turns are inserted), and what
     that changed to the roll-up (``source_tally``)."""
     rows = pending.rows()
-    change = None
-    if tally and not pending.fresh and (rows or pending.searches or pending.turns):
-        change = source_tally.Change(
-            cursor, connection, turns=sorted({r[-1] for r in rows} | {t for t, _ in
-                                              pending.searches} | set(pending.turns)),
-            sites={r[4] for r in rows}, new_turns=pending.turns)
     fresh = (_fresh_rows(pending, rows, connection.ops.adapt_datetimefield_value)
              if tally and pending.fresh else None)
+    change, new_answers = None, []
+    if tally and not pending.fresh:
+        # The turns the write opens answered nothing before: their answers are made here when
+        # the owner is known; what it adds to turns it did not open is read before and after.
+        owner = pending.owner
+        if owner is ... and pending.turns:  # not known to the write: asked
+            q = connection.ops.quote_name
+            cursor.execute(f"SELECT owner_id FROM {q(Conversation._meta.db_table)} WHERE id = "
+                           f"(SELECT conversation_id FROM {q(Turn._meta.db_table)} WHERE id = "
+                           f"%s)", [next(iter(pending.turns))])
+            owner = cursor.fetchone()[0]
+        new_answers = _answers(pending, owner or 0)
+        touched = {r[-1] for r in rows} | {t for t, _ in pending.searches}
+        answered = sorted(touched - set(pending.turns))
+        if rows or answered:
+            change = source_tally.Change(
+                cursor, connection, turns=sorted(touched | set(pending.turns)),
+                sites={r[4] for r in rows}, answered=answered)
     if fresh:  # a new conversation: its rows are all new, their turns' columns known here
         for start in range(0, len(fresh[0]), _ROWS_PER_STATEMENT):
             chunk = fresh[0][start:start + _ROWS_PER_STATEMENT]
@@ -224,20 +236,39 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
             chunk = rows[start:start + _ROWS_PER_STATEMENT]
             cursor.execute(_many_sql(connection.alias, len(chunk)),
                            [value for row in chunk for value in row])
+    added: dict[Any, int] | None = {}
     if pending.searches:
         cursor.executemany(_sql(connection.alias)[1],
                            [[activity, turn] for turn, activity in pending.searches])
+        # How many were new (a search sent again is stored once): counted, not read back,
+        # when they are of one turn the write did not open (a live turn's, a recording's).
+        older = {turn for turn, _ in pending.searches if turn not in pending.turns}
+        opened = sum(1 for turn, _ in pending.searches if turn in pending.turns)
+        added = ({older.pop(): cursor.rowcount - opened} if len(older) == 1
+                 and cursor.rowcount >= opened else None if older else {})
     if change is not None:
-        change.apply(cursor)
+        change.apply(cursor, new_answers, added)
     elif fresh:
         source_tally.add_fresh(cursor, connection, fresh[1], fresh[2])
+    elif new_answers:
+        source_tally.add_fresh(cursor, connection, [], new_answers)
+
+
+def _answers(pending: Pending, owner: int) -> list[tuple[Any, ...]]:
+    """The answers of the turns the write opens, as ``source_tally.part`` takes them."""
+    searches: dict[Any, int] = {}
+    for turn_id, _ in pending.searches:
+        searches[turn_id] = searches.get(turn_id, 0) + 1
+    return [(turn_id, owner, provider, model, created, searches.get(turn_id, 0))
+            for turn_id, (_, role, provider, model, created) in pending.turns.items()
+            if role == "agent"]
 
 
 def _fresh_rows(pending: Pending, rows: list[list[Any]], adapt: Any
                 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A new conversation's rows from what this write holds of it (not read back): for
     ``_fresh_sql``, and its rows and answers as ``source_tally.part`` takes them."""
-    owner = pending.owner or 0
+    owner = 0 if pending.owner in (None, ...) else pending.owner
     inserted, uses = [], []
     for key, hashed, title, host, site, cited, *placed, consulted, turn_id in rows:
         conversation_id, _, provider, model, created = pending.turns[turn_id]
@@ -245,13 +276,7 @@ def _fresh_rows(pending: Pending, rows: list[list[Any]], adapt: Any
                          title, host, site, cited, *placed, consulted))
         uses.append((conversation_id, owner, turn_id, provider, model, created, key, hashed,
                      title, host, site, cited, consulted, *placed))
-    searches: dict[Any, int] = {}
-    for turn_id, _ in pending.searches:
-        searches[turn_id] = searches.get(turn_id, 0) + 1
-    answers = [(turn_id, owner, provider, model, created, searches.get(turn_id, 0))
-               for turn_id, (_, role, provider, model, created) in pending.turns.items()
-               if role == "agent"]
-    return inserted, uses, answers
+    return inserted, uses, _answers(pending, owner)
 
 
 @lru_cache(maxsize=8)
@@ -268,18 +293,12 @@ def provenance_change(cursor: Any, connection: Any, turn_id: Any,
     """What the roll-up holds of a turn before its provenance is set (``provenance``);
     ``indexed=False``: it has no rows yet, only its answer moves."""
     q = connection.ops.quote_name
-    if connection.vendor == "postgresql":
-        # A write to the conversation holds its row (its seqs): so that one does not land
-        # between the reads before and after this change and count in both differences.
-        cursor.execute(f"SELECT 1 FROM {q(Conversation._meta.db_table)} WHERE id = (SELECT "
-                       f"conversation_id FROM {q(Turn._meta.db_table)} WHERE id = %s) "
-                       f"FOR UPDATE", [turn_id])
     sites: list[str] = []
     if indexed:
         cursor.execute(f"SELECT DISTINCT site FROM {q(SourceUse._meta.db_table)} "
                        f"WHERE turn_id = %s", [turn_id])
         sites = [site for (site,) in cursor.fetchall()]
-    return source_tally.Change(cursor, connection, turns=[turn_id], sites=sites)
+    return source_tally.Change(cursor, connection, turns=[turn_id], sites=sites, lock=True)
 
 
 def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str,
@@ -291,7 +310,7 @@ def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model:
         sql = _sql(connection.alias)
         cursor.execute(sql[2], [provider, model, turn_id])
         cursor.execute(sql[3], [provider, model, turn_id])
-    change.apply(cursor)
+    change.apply_provenance(cursor, turn_id, provider, model)
 
 
 def rebuild(using: str | None = None, batch: int = 2000, *, tally: bool = True) -> int:

@@ -36,7 +36,7 @@ SUMS = ("cited", "consulted", "consulted_not_cited", "cited_sources", "cited_not
 _TURNS, _CONVERSATIONS = SUMS.index("turns"), SUMS.index("conversations")
 ANSWERS = "a"  # the group of a provider · model's answers: their cells' name is ""
 _KEY = ("group", "owner", "name", "day", "provider", "model")
-_ROWS_PER_STATEMENT = 400  # 21 parameters a row: well within SQLite's limit
+_ROWS_PER_STATEMENT = 400  # 25 parameters a row: well within SQLite's limit
 
 
 class _Cell:
@@ -67,13 +67,14 @@ def part(rows: Iterable[tuple[Any, ...]], answers: Iterable[tuple[Any, ...]] = (
     turns (``_answers_sql``'s: the turn, its owner, provider, model, time, web searches)."""
     cells: dict[CellKey, _Cell] = {}
     for turn, owner, provider, model, created, searches in answers:
-        when = _when(created)
-        cell_key = (ANSWERS, owner, "", when.date(), provider, model)
+        day = _when(created).date()
+        cell_key = (ANSWERS, owner, "", day, provider, model)
         cell = cells.get(cell_key)
         if cell is None:
-            cell = cells[cell_key] = _Cell("", "", "", when)
-        else:
-            cell.first, cell.last = min(cell.first, when), max(cell.last, when)
+            # An answer cell's times are its day's start: no page shows them, and a turn
+            # leaving it (its provenance set) then needs no reading again.
+            start = dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
+            cell = cells[cell_key] = _Cell("", "", "", start)
         cell.turns.add(turn)
         cell.sums[-2] += searches
         cell.sums[-1] += searches > 0
@@ -160,132 +161,209 @@ def _marks(values: Collection[Any]) -> str:
     return "(" + ", ".join(["%s"] * len(values)) + ")"
 
 
-# Inside ``gathered``: the rows of the new conversations written (``part``'s), by connection.
-_GATHERED: ContextVar[dict[str, tuple[list[Any], list[Any]]] | None] = ContextVar(
-    "source_tally_gathered", default=None)
+class _Difference:
+    """What a change does to the roll-up: per cell, the sums to add (with the cell's names and
+    its first and last seen since), the cells rows left (their times and title read again),
+    and the spread rows that came and went. Those of a transaction's writes add up."""
+
+    def __init__(self) -> None:
+        self.cells: dict[CellKey, _Cell] = {}
+        self.left: dict[CellKey, str] = {}  # the cell's site (a host's is needed to read it)
+        self.came: set[tuple[Any, ...]] = set()
+        self.gone: set[tuple[Any, ...]] = set()
+
+    def add(self, before: Part, after: Part) -> None:
+        old, new = before[0], after[0]
+        for key in old.keys() | new.keys():
+            was, now = old.get(key), new.get(key)
+            if now is None:
+                assert was is not None
+                diff, cell, left = [-n for n in was.sums], was, True
+            else:
+                diff = now.sums if was is None else [
+                    a - b for a, b in zip(now.sums, was.sums, strict=True)]
+                cell = now
+                left = was is not None and (was.first < now.first or was.last > now.last
+                                            or was.title > now.title)
+                if was is not None and not any(diff) and not left:
+                    continue
+            if left:
+                self.left[key] = cell.site
+            into = self.cells.get(key)
+            if into is None:
+                into = self.cells[key] = _Cell(cell.site, cell.host, cell.label, cell.first)
+                into.last, into.title = cell.last, cell.title
+            else:
+                into.first, into.last = min(into.first, cell.first), max(into.last, cell.last)
+                into.title = max(into.title, cell.title)
+            into.sums = [a + b for a, b in zip(into.sums, diff, strict=True)]
+        for row in before[1] - after[1]:
+            if row in self.came:
+                self.came.discard(row)
+            else:
+                self.gone.add(row)
+        for row in after[1] - before[1]:
+            if row in self.gone:
+                self.gone.discard(row)
+            else:
+                self.came.add(row)
+
+    def write(self, cursor: Any, connection: Any) -> None:
+        ops, alias = connection.ops, connection.alias
+        upserts = []
+        # In key order: two transactions adding to the same cells lock them in the same order.
+        for key in sorted(self.cells):
+            cell = self.cells[key]
+            if not any(cell.sums) and key not in self.left:
+                continue
+            group, owner, name, day, provider, model = key
+            upserts.append([group, owner, name, ops.adapt_datefield_value(day), provider, model,
+                            cell.site, cell.host, cell.label, cell.title, *cell.sums,
+                            ops.adapt_datetimefield_value(cell.first),
+                            ops.adapt_datetimefield_value(cell.last)])
+        for start in range(0, len(upserts), _ROWS_PER_STATEMENT):
+            chunk = upserts[start:start + _ROWS_PER_STATEMENT]
+            cursor.execute(_upsert_sql(alias, len(chunk)), [v for row in chunk for v in row])
+        if self.left:
+            _mend(cursor, connection, self.left)
+        if self.gone:
+            cursor.executemany(_spread_sql(alias)[0], [_spread_row(ops, r) for r in self.gone])
+        if self.came:
+            cursor.executemany(_spread_sql(alias)[1], [_spread_row(ops, r) for r in self.came])
+
+
+class _Gathered:
+    """A transaction's difference, and the rows of its new conversations (made into parts all
+    at once at its end: one part for a batch, not one a conversation)."""
+
+    def __init__(self) -> None:
+        self.difference = _Difference()
+        self.uses: list[tuple[Any, ...]] = []
+        self.answers: list[tuple[Any, ...]] = []
+
+
+# Inside ``gathered``: what the writes did to the roll-up, by connection alias.
+_GATHERED: ContextVar[dict[str, _Gathered] | None] = ContextVar("source_tally_gathered",
+                                                                default=None)
 
 
 @contextmanager
 def gathered() -> Iterator[None]:
-    """Inside (a transaction of many writes: ``store.all_or_nothing``), the new
-    conversations' parts are made together and written when the block ends without an error:
-    the writes of a bulk ingest add to the same few cells (an owner's day, model and domains),
-    and each cell is then one row updated once, its lock held only from there to the commit,
-    instead of once a conversation (``search.inserts_gathered`` does so for facet counts)."""
-    gathered_rows: dict[str, tuple[list[Any], list[Any]]] = {}
-    token = _GATHERED.set(gathered_rows)
+    """Inside (a transaction of many writes: ``store.all_or_nothing``), the writes' differences
+    to the roll-up are summed and written when the block ends without an error: the writes of
+    a bulk ingest or of a recording add to the same few cells (an owner's day, model and
+    domains), and each cell is then one row updated once, its lock held only from there to
+    the commit (``search.inserts_gathered`` does so for the facet counts)."""
+    found: dict[str, _Gathered] = {}
+    token = _GATHERED.set(found)
     try:
         yield
     finally:
         _GATHERED.reset(token)
-    _flush(gathered_rows)
-
-
-def _flush(gathered_rows: dict[str, tuple[list[Any], list[Any]]]) -> None:
-    for alias, (uses, answers) in gathered_rows.items():
+    for alias, into in found.items():
+        if into.uses or into.answers:
+            into.difference.add(EMPTY, part(into.uses, into.answers))
         connection = connections[alias]
         with connection.cursor() as cursor:
-            write(cursor, connection, EMPTY, part(uses, answers))
-    gathered_rows.clear()
+            into.difference.write(cursor, connection)
+
+
+def _difference(cursor: Any, connection: Any, before: Part, after: Part) -> None:
+    """The difference from ``before`` to ``after`` into the roll-up: now, or at the end of
+    ``gathered``."""
+    found = _GATHERED.get()
+    if found is None:
+        difference = _Difference()
+        difference.add(before, after)
+        difference.write(cursor, connection)
+    else:
+        found.setdefault(connection.alias, _Gathered()).difference.add(before, after)
+
+
+def write(cursor: Any, connection: Any, before: Part, after: Part) -> None:
+    """The difference from ``before`` to ``after`` into the roll-up, now."""
+    difference = _Difference()
+    difference.add(before, after)
+    difference.write(cursor, connection)
 
 
 def add_fresh(cursor: Any, connection: Any, uses: list[tuple[Any, ...]],
               answers: list[tuple[Any, ...]]) -> None:
-    """A new conversation's rows (``part``'s) into the roll-up: now, or at the end of
-    ``gathered``."""
+    """Rows (``part``'s) that had no part in the roll-up before: a new conversation's, or a
+    new turn's answer. Into the roll-up now, or at the end of ``gathered``."""
     found = _GATHERED.get()
     if found is None:
         write(cursor, connection, EMPTY, part(uses, answers))
         return
-    into = found.setdefault(connection.alias, ([], []))
-    into[0].extend(uses)
-    into[1].extend(answers)
+    into = found.setdefault(connection.alias, _Gathered())
+    into.uses.extend(uses)
+    into.answers.extend(answers)
 
 
 class Change:
     """The roll-up's part of some rows, read before they change; ``apply`` writes the
     difference the change made. Either whole ``conversations`` (their owner, their delete),
     or ``turns`` (a write's, a provenance's): their conversations' rows of ``sites`` (all a
-    write's rows can add to) and the turns' answers; ``new_turns`` (a write's, among ``turns``)
-    had nothing before."""
+    write's rows can add to) and the answers of ``answered`` (the turns the write had before;
+    by default ``turns``). ``lock``: on PostgreSQL, hold the conversation's row from the first
+    read (a write holds it already: its seqs), so that no other write lands between the reads
+    and counts in both differences."""
 
     def __init__(self, cursor: Any, connection: Any, *, conversations: Collection[Any] = (),
                  turns: Collection[Any] = (), sites: Collection[str] = (),
-                 new_turns: Collection[Any] = ()) -> None:
+                 answered: Collection[Any] | None = None, lock: bool = False) -> None:
         self.connection, alias = connection, connection.alias
-        parts = _GATHERED.get()
-        if parts:  # a change reads (and mends) the cells: what was gathered goes in first
-            _flush(parts)
         self.reads: list[tuple[str, list[Any]]] = []  # (rows, answers) statements
         if conversations:
             where = f"IN {_marks(conversations)}"
             self.reads = [(_rows_sql(alias, f"u.conversation_id {where}"), list(conversations)),
                           (_answers_sql(alias, f"t.conversation_id {where}"),
                            list(conversations))]
-        elif turns:
+        else:
             sites = sorted(set(sites))
+            answered = list(turns if answered is None else answered)
             owners = f"(SELECT conversation_id FROM {_tables(alias)['turn']} WHERE id IN "
             self.reads = [
                 (_rows_sql(alias, f"u.conversation_id IN {owners}{_marks(turns)}) AND u.site IN "
                                   f"{_marks(sites)}"), [*turns, *sites]) if sites else ("", []),
-                (_answers_sql(alias, f"t.id IN {_marks(turns)}"), list(turns))]
-        fresh = set(new_turns)
-        self.before = self._read(cursor, skip=fresh) if self.reads else None
+                (_answers_sql(alias, f"t.id IN {_marks(answered)}") + (
+                    " FOR UPDATE OF c" if lock and connection.vendor == "postgresql" else ""),
+                 answered) if answered else ("", [])]
+        self.rows, self.answers = self._read(cursor)
 
-    def _read(self, cursor: Any, skip: Collection[Any] = ()) -> Part:
+    def _read(self, cursor: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         found: list[list[tuple[Any, ...]]] = []
-        for sql, params in self.reads:
-            if not sql:
+        for sql, params in reversed(self.reads):  # the answers first: they take the lock
+            if sql:
+                cursor.execute(sql, params)
+                found.append(cursor.fetchall())
+            else:
                 found.append([])
-                continue
-            cursor.execute(sql, params)
-            found.append(cursor.fetchall())
-        answers = [row for row in found[1] if row[0] not in skip] if skip else found[1]
-        return part(found[0], answers)
+        return found[1], found[0]
 
-    def apply(self, cursor: Any) -> None:
-        if self.before is not None:
-            write(cursor, self.connection, self.before, self._read(cursor))
-
-
-def write(cursor: Any, connection: Any, before: Part, after: Part) -> None:
-    """The difference from ``before`` to ``after`` into the roll-up."""
-    old, new = before[0], after[0]
-    upserts: list[list[Any]] = []
-    left: list[CellKey] = []  # cells rows left: emptied, or their times and title read again
-    ops = connection.ops
-    # In key order: two transactions adding to the same cells lock them in the same order.
-    for key in sorted(old.keys() | new.keys()):
-        was, now = old.get(key), new.get(key)
-        if now is None:
-            assert was is not None
-            diff, now_cell, left_it = [-n for n in was.sums], was, True
+    def apply(self, cursor: Any, new_answers: Collection[tuple[Any, ...]] = (),
+              searches: dict[Any, int] | None = None) -> None:
+        """After the rows changed; ``new_answers``: the answers of turns new since (``part``'s
+        ``answers``, not read back); ``searches``: the web searches the change added to each
+        turn of ``answered`` (None: read the answers again)."""
+        if searches is None:
+            rows, answers = self._read(cursor)
         else:
-            diff = list(now.sums) if was is None else [
-                a - b for a, b in zip(now.sums, was.sums, strict=True)]
-            now_cell = now
-            left_it = was is not None and (was.first < now.first or was.last > now.last
-                                           or was.title > now.title)
-            if was is not None and not any(diff) and not left_it:
-                continue
-        if left_it:
-            left.append(key)
-        group, owner, name, day, provider, model = key
-        upserts.append([group, owner, name, ops.adapt_datefield_value(day), provider, model,
-                        now_cell.site, now_cell.host, now_cell.label, now_cell.title, *diff,
-                        ops.adapt_datetimefield_value(now_cell.first),
-                        ops.adapt_datetimefield_value(now_cell.last)])
-    alias = connection.alias
-    for start in range(0, len(upserts), _ROWS_PER_STATEMENT):
-        chunk = upserts[start:start + _ROWS_PER_STATEMENT]
-        cursor.execute(_upsert_sql(alias, len(chunk)), [v for row in chunk for v in row])
-    if left:
-        _mend(cursor, connection, left)
-    gone, came = before[1] - after[1], after[1] - before[1]
-    if gone:
-        cursor.executemany(_spread_sql(alias)[0], [_spread_row(ops, r) for r in gone])
-    if came:
-        cursor.executemany(_spread_sql(alias)[1], [_spread_row(ops, r) for r in came])
+            self.reads[1] = ("", [])
+            rows = self._read(cursor)[0]
+            answers = [(*a[:5], a[5] + searches.get(a[0], 0)) for a in self.answers]
+        _difference(cursor, self.connection, part(self.rows, self.answers),
+                    part(rows, [*answers, *new_answers]))
+
+    def apply_provenance(self, cursor: Any, turn_id: Any, provider: str, model: str) -> None:
+        """After a turn took its provenance: its rows and answer, as read before, moved to it
+        (nothing else changed, so nothing is read again)."""
+        def moved(rows: list[tuple[Any, ...]], turn: int, at: int) -> list[tuple[Any, ...]]:
+            return [(*row[:at], provider, model, *row[at + 2:]) if row[turn] == turn_id else row
+                    for row in rows]
+
+        _difference(cursor, self.connection, part(self.rows, self.answers),
+                    part(moved(self.rows, 2, 3), moved(self.answers, 0, 2)))
 
 
 def _spread_row(ops: Any, row: tuple[Any, ...]) -> list[Any]:
@@ -320,41 +398,37 @@ def _spread_sql(alias: str) -> tuple[str, str]:
             f"VALUES ({', '.join(['%s'] * len(columns))}) ON CONFLICT DO NOTHING")
 
 
-def _mend(cursor: Any, connection: Any, keys: list[CellKey]) -> None:
+def _mend(cursor: Any, connection: Any, left: dict[CellKey, str]) -> None:
     """Cells rows left: gone when empty, else their first and last seen and title read again
     from the rows still in them (a minimum cannot be taken back by a difference)."""
     q, t, ops = connection.ops.quote_name, _tables(connection.alias), connection.ops
     keyed = " AND ".join(f"{q(c)} = %s" for c in _KEY)
-    params = [[g, o, n, ops.adapt_datefield_value(d), p, m] for g, o, n, d, p, m in keys]
-    cursor.executemany(f"DELETE FROM {t['tally']} WHERE {keyed} AND {q('turns')} <= 0", params)
+    params = {key: [g, o, n, ops.adapt_datefield_value(d), p, m]
+              for key, (g, o, n, d, p, m) in ((key, key) for key in sorted(left))}
+    cursor.executemany(f"DELETE FROM {t['tally']} WHERE {keyed} AND {q('turns')} <= 0",
+                       list(params.values()))
     owned = (f"JOIN {t['conversation']} c ON c.id = u.conversation_id "
              f"WHERE COALESCE(c.owner_id, 0) = %s AND u.provider = %s AND u.model = %s "
              f"AND u.created_at >= %s AND u.created_at < %s AND ")
-    read = {
-        "d": f"MAX(u.title) FROM {t['use']} u {owned}u.site = %s",
-        "h": f"MAX(u.title) FROM {t['use']} u {owned}u.site = %s AND u.host = %s",
-        "u": f"MAX(u.title) FROM {t['use']} u {owned}u.key_hash = %s",
-        ANSWERS: f"'' FROM {t['turn']} u {owned}u.role = 'agent'",
+    rows = {
+        "d": f"FROM {t['use']} u {owned}u.site = %s",
+        "h": f"FROM {t['use']} u {owned}u.site = %s AND u.host = %s",
+        "u": f"FROM {t['use']} u {owned}u.key_hash = %s",
     }
-    for group, owner, name, day, provider, model in keys:
-        found = SourceTally.objects.using(connection.alias).filter(
-            group=group, owner=owner, name=name, day=day, provider=provider, model=model
-        ).values_list("site", flat=True).first()
-        if found is None:
+    for key, site in sorted(left.items()):
+        group, owner, name, day, provider, model = key
+        if group == ANSWERS:  # their times are their day's (``part``)
             continue
         start = dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
-        span = [ops.adapt_datetimefield_value(start),
-                ops.adapt_datetimefield_value(start + dt.timedelta(days=1))]
-        which = {"h": [found, name], ANSWERS: []}.get(group, [name])
-        cursor.execute(f"SELECT MIN(u.created_at), MAX(u.created_at), {read[group]}",
-                       [owner, provider, model, *span, *which])
-        first, last, title = cursor.fetchone()
+        which = [owner, provider, model, ops.adapt_datetimefield_value(start),
+                 ops.adapt_datetimefield_value(start + dt.timedelta(days=1)),
+                 *([site, name] if group == "h" else [name])]
+        title = f"(SELECT MAX(u.title) {rows[group]})" if group == "u" else "''"
         cursor.execute(
-            f"UPDATE {t['tally']} SET {q('first_seen')} = %s, {q('last_seen')} = %s, "
-            f"{q('title')} = %s WHERE {keyed}",
-            [ops.adapt_datetimefield_value(_when(first)), ops.adapt_datetimefield_value(
-                _when(last)), title if group == "u" else "",
-             group, owner, name, ops.adapt_datefield_value(day), provider, model])
+            f"UPDATE {t['tally']} SET {q('first_seen')} = (SELECT MIN(u.created_at) "
+            f"{rows[group]}), {q('last_seen')} = (SELECT MAX(u.created_at) {rows[group]}), "
+            f"{q('title')} = {title} WHERE {keyed}",
+            [*which, *which, *(which if group == "u" else []), *params[key]])
 
 
 @contextmanager
@@ -378,9 +452,8 @@ def rebuild(using: str | None = None, batch: int = 1000) -> int:
     with connection.cursor() as cursor:
         for start in range(0, len(ids), batch):
             chunk = [_db_id(connection, pk) for pk in ids[start:start + batch]]
-            part_of = Change(cursor, connection, conversations=chunk).before
-            assert part_of is not None
-            write(cursor, connection, EMPTY, part_of)
+            read = Change(cursor, connection, conversations=chunk)
+            write(cursor, connection, EMPTY, part(read.rows, read.answers))
     return SourceTally.objects.using(using).count()
 
 

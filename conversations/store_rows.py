@@ -134,7 +134,7 @@ class Rows:
         self.owner_id = conversation.owner_id
         self.search.title(conversation.title)
         self.search.fresh = True
-        self.sources.fresh, self.sources.owner = True, self.owner_id
+        self.sources.fresh = True
         return conversation
 
     def turn(self, turn: Turn) -> None:
@@ -280,6 +280,7 @@ class Rows:
                 cursor.executemany(sql, rows)
         # The admin's search of sources indexes them by trigger: few statements, not one a row.
         search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
+        self.sources.owner = self.owner_id
         source_index.write(cursor, self.connection, self.sources)
         warming.queue(self.finished, connection=self.connection)
 
