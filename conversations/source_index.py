@@ -270,10 +270,11 @@ def _fresh_rows(pending: Pending, rows: list[list[Any]], adapt: Any
     ``_fresh_sql``, and its rows and answers as ``source_tally.part`` takes them."""
     owner = 0 if pending.owner in (None, ...) else pending.owner
     inserted, uses = [], []
+    stamps = {turn_id: adapt(turn[4]) for turn_id, turn in pending.turns.items()}
     for key, hashed, title, host, site, cited, *placed, consulted, turn_id in rows:
         conversation_id, _, provider, model, created = pending.turns[turn_id]
-        inserted.append((turn_id, conversation_id, provider, model, adapt(created), key, hashed,
-                         title, host, site, cited, *placed, consulted))
+        inserted.append((turn_id, conversation_id, provider, model, stamps[turn_id], key,
+                         hashed, title, host, site, cited, *placed, consulted))
         uses.append((conversation_id, owner, turn_id, provider, model, created, key, hashed,
                      title, host, site, cited, consulted, *placed))
     return inserted, uses, _answers(pending, owner)
