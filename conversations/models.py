@@ -594,5 +594,6 @@ from conversations.source_models import (  # noqa: E402, F401
     SearchUse,
     SourceSpread,
     SourceTally,
+    SourceTallyDelta,
     SourceUse,
 )

@@ -96,6 +96,7 @@ class Pending:
         self.turns: dict[Any, tuple[Any, str, str, str, Any]] = {}
         self.fresh = False
         self.owner: Any = ...
+        self.conversation: Any = None  # the write's, as the database takes it
 
     def turn(self, turn_id: Any, conversation_id: Any, role: str, provider: str, model: str,
              created_at: Any) -> None:
@@ -206,10 +207,14 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
     """Add ``pending``'s counts to the rows (after the write's turns are inserted), and what
     that changed to the roll-up (``source_tally``)."""
     rows = pending.rows()
+    into = source_tally.gathering(connection) if tally else None
     fresh = (_fresh_rows(pending, rows, connection.ops.adapt_datetimefield_value)
              if tally and pending.fresh else None)
+    own = None if fresh else _own(pending, rows, into)
     change, new_answers = None, []
-    if tally and not pending.fresh:
+    if own is not None:
+        new_answers = _answers(pending, own[0])
+    elif tally and not pending.fresh:
         # The turns the write opens answered nothing before: their answers are made here when
         # the owner is known; what it adds to turns it did not open is read before and after.
         owner = pending.owner
@@ -248,10 +253,48 @@ def write(cursor: Any, connection: Any, pending: Pending, *, tally: bool = True)
                  and cursor.rowcount >= opened else None if older else {})
     if change is not None:
         change.apply(cursor, new_answers, added)
+    elif own is not None and into is not None:
+        # A conversation this transaction started: its rows join the ones gathered for it
+        # (``_own``: the searches added are of one turn it did not open, counted above).
+        into.add(own[1], new_answers)
+        into.turns.update(pending.turns)
+        for turn_id, count in (added or {}).items():
+            into.answers[turn_id][5] += count
     elif fresh:
         source_tally.add_fresh(cursor, connection, fresh[1], fresh[2])
+        if into is not None:
+            into.conversations.add(pending.conversation)
+            into.turns.update(pending.turns)
     elif new_answers:
         source_tally.add_fresh(cursor, connection, [], new_answers)
+
+
+def _own(pending: Pending, rows: list[list[Any]], into: source_tally._Gathered | None
+         ) -> tuple[int, list[tuple[Any, ...]]] | None:
+    """A write to a conversation the transaction started (``into``: what it gathered): its
+    owner and its rows as ``source_tally.part`` takes them, made from the write and what was
+    gathered of the turns it did not open (None: not such a write, or not all known)."""
+    if into is None or pending.conversation not in into.conversations:
+        return None
+    older = ({r[-1] for r in rows} | {t for t, _ in pending.searches}) - set(pending.turns)
+    if not older <= into.turns or len({t for t, _ in pending.searches} & older) > 1:
+        return None
+    owner = pending.owner
+    if owner is ...:
+        return None
+    owner = owner or 0
+    uses = []
+    for key, hashed, title, host, site, cited, *placed, consulted, turn_id in rows:
+        if turn_id in pending.turns:
+            _, _, provider, model, created = pending.turns[turn_id]
+        else:
+            known = into.answers.get(turn_id)
+            if known is None:  # a turn that is no answer (a user's)
+                return None
+            provider, model, created = known[2], known[3], known[4]
+        uses.append((pending.conversation, owner, turn_id, provider, model, created, key,
+                     hashed, title, host, site, cited, consulted, *placed))
+    return owner, uses
 
 
 def _answers(pending: Pending, owner: int) -> list[tuple[Any, ...]]:
@@ -290,9 +333,12 @@ def _fresh_sql(alias: str, count: int) -> str:
 
 
 def provenance_change(cursor: Any, connection: Any, turn_id: Any,
-                      indexed: bool = True) -> source_tally.Change:
+                      indexed: bool = True) -> source_tally.Change | None:
     """What the roll-up holds of a turn before its provenance is set (``provenance``);
     ``indexed=False``: it has no rows yet, only its answer moves."""
+    into = source_tally.gathering(connection)
+    if into is not None and turn_id in into.turns and turn_id in into.answers:
+        return None  # a turn of a conversation the transaction started: moved where gathered
     q = connection.ops.quote_name
     sites: list[str] = []
     if indexed:
@@ -303,7 +349,7 @@ def provenance_change(cursor: Any, connection: Any, turn_id: Any,
 
 
 def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model: str,
-               change: source_tally.Change, *, indexed: bool = True) -> None:
+               change: source_tally.Change | None, *, indexed: bool = True) -> None:
     """The turn's provenance, set after its rows were written, onto them, and the roll-up's
     cells they (and the answer) move between (``change``: ``provenance_change``'s, read before
     the turn's row took the provenance)."""
@@ -311,7 +357,12 @@ def provenance(cursor: Any, connection: Any, turn_id: Any, provider: str, model:
         sql = _sql(connection.alias)
         cursor.execute(sql[2], [provider, model, turn_id])
         cursor.execute(sql[3], [provider, model, turn_id])
-    change.apply_provenance(cursor, turn_id, provider, model)
+    if change is not None:
+        change.apply_provenance(cursor, turn_id, provider, model)
+    else:
+        into = source_tally.gathering(connection)
+        assert into is not None
+        into.moved(turn_id, provider, model)
 
 
 def rebuild(using: str | None = None, batch: int = 2000, *, tally: bool = True) -> int:

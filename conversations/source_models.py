@@ -165,3 +165,42 @@ class SourceSpread(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} {self.name} in conversation {self.conversation_id}"
+
+
+class SourceTallyDelta(models.Model):
+    """A difference to ``SourceTally`` cells written by a recording's transaction, to be added
+    to them later (``conversations.source_tally.fold``, before any read of them): inserting
+    here takes no lock another recording waits on, where adding to the cells, the same few
+    rows for every recording of an owner's day and model, made each wait for the one before
+    it to commit. A row per cell and transaction; ``left``: rows left the cell (its times
+    and title read again when folded)."""
+
+    group = models.CharField(max_length=1)
+    owner = models.IntegerField()
+    name = models.CharField(max_length=255)
+    day = models.DateField()
+    provider = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    site = models.CharField(max_length=255, blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    label = models.TextField(blank=True)
+    title = models.TextField(blank=True)
+    cited = models.IntegerField(default=0)
+    consulted = models.IntegerField(default=0)
+    consulted_not_cited = models.IntegerField(default=0)
+    cited_sources = models.IntegerField(default=0)
+    cited_not_consulted = models.IntegerField(default=0)
+    exact = models.IntegerField(default=0)
+    repaired = models.IntegerField(default=0)
+    dropped = models.IntegerField(default=0)
+    no_source = models.IntegerField(default=0)
+    turns = models.IntegerField(default=0)
+    conversations = models.IntegerField(default=0)
+    searches = models.IntegerField(default=0)
+    searched = models.IntegerField(default=0)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    left = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"difference to {self.group} {self.name} on {self.day}"

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, F, IntegerField, Max, Min, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from conversations import source_tally
 from conversations.source_models import GROUPS, INTEGRITIES, SourceSpread, SourceTally
 
 
@@ -45,6 +46,7 @@ def _narrowed(qs: QuerySet[Any], user: Any, f: Narrowing) -> QuerySet[Any]:
 
 
 def cells(user: Any, f: Narrowing, group: str) -> QuerySet[SourceTally]:
+    source_tally.fold()  # what recordings left to add first
     return _narrowed(SourceTally.objects.filter(group=GROUPS[group]), user, f)
 
 

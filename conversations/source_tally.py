@@ -16,7 +16,7 @@ turn's provenance set after its rows).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -26,7 +26,7 @@ from django.db import connections, router
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import Conversation, SearchUse, SourceUse, Turn
-from conversations.source_models import SourceSpread, SourceTally
+from conversations.source_models import SourceSpread, SourceTally, SourceTallyDelta
 
 # The cell's key, in SourceTally's column order: (group, owner, name, day, provider, model).
 CellKey = tuple[str, int, str, dt.date, str, str]
@@ -135,7 +135,8 @@ def _tables(alias: str) -> dict[str, str]:
     q = connections[alias].ops.quote_name
     return {name: q(model._meta.db_table) for name, model in (
         ("use", SourceUse), ("tally", SourceTally), ("spread", SourceSpread),
-        ("conversation", Conversation), ("turn", Turn), ("search", SearchUse))}
+        ("conversation", Conversation), ("turn", Turn), ("search", SearchUse),
+        ("delta", SourceTallyDelta))}
 
 
 def _rows_sql(alias: str, where: str) -> str:
@@ -208,23 +209,33 @@ class _Difference:
             else:
                 self.came.add(row)
 
-    def write(self, cursor: Any, connection: Any) -> None:
+    def write(self, cursor: Any, connection: Any, *, journal: bool = False) -> None:
+        """Into the cells; ``journal``: into ``SourceTallyDelta`` rows, folded into the
+        cells later (``fold``)."""
         ops, alias = connection.ops, connection.alias
+        if self.left and not journal:  # the cells it mends whole first: the journal folded
+            fold(alias)
         upserts = []
         # In key order: two transactions adding to the same cells lock them in the same order.
         for key in sorted(self.cells):
             cell = self.cells[key]
-            if not any(cell.sums) and key not in self.left:
+            if not any(cell.sums) and (key not in self.left or key[0] == ANSWERS):
+                # Nothing changed (an answer cell's times are its day's: a turn that came and
+                # left within the transaction, a recording's turn before its provenance, leaves
+                # it as it was; touching it made every recording wait on that one row).
+                self.left.pop(key, None)
                 continue
             group, owner, name, day, provider, model = key
             upserts.append([group, owner, name, ops.adapt_datefield_value(day), provider, model,
                             cell.site, cell.host, cell.label, cell.title, *cell.sums,
                             ops.adapt_datetimefield_value(cell.first),
-                            ops.adapt_datetimefield_value(cell.last)])
+                            ops.adapt_datetimefield_value(cell.last),
+                            *([key in self.left] if journal else [])])
         for start in range(0, len(upserts), _ROWS_PER_STATEMENT):
             chunk = upserts[start:start + _ROWS_PER_STATEMENT]
-            cursor.execute(_upsert_sql(alias, len(chunk)), [v for row in chunk for v in row])
-        if self.left:
+            cursor.execute((_journal_sql if journal else _upsert_sql)(alias, len(chunk)),
+                           [v for row in chunk for v in row])
+        if self.left and not journal:
             _mend(cursor, connection, self.left)
         if self.gone:
             cursor.executemany(_spread_sql(alias)[0], [_spread_row(ops, r) for r in self.gone])
@@ -233,13 +244,42 @@ class _Difference:
 
 
 class _Gathered:
-    """A transaction's difference, and the rows of its new conversations (made into parts all
-    at once at its end: one part for a batch, not one a conversation)."""
+    """A transaction's difference, and the rows of the conversations it started (made into
+    parts all at once at its end: one part for a batch, not one a conversation). Every write
+    to a conversation started within adds its rows here (``source_index.write``), so that a
+    recording's writes read nothing of the roll-up back."""
 
     def __init__(self) -> None:
         self.difference = _Difference()
-        self.uses: list[tuple[Any, ...]] = []
-        self.answers: list[tuple[Any, ...]] = []
+        self.uses: dict[tuple[Any, Any], list[Any]] = {}  # (turn, key hash) -> part's row
+        self.answers: dict[Any, list[Any]] = {}  # turn -> part's answer
+        self.conversations: set[Any] = set()  # started within
+        self.turns: set[Any] = set()  # theirs
+
+    def add(self, uses: Iterable[Sequence[Any]], answers: Iterable[Sequence[Any]]) -> None:
+        for row in uses:
+            had = self.uses.get((row[2], row[7]))
+            if had is None:
+                self.uses[(row[2], row[7])] = list(row)
+                continue
+            for n in range(11, 17):  # cited, consulted and how placed: added, as the rows'
+                had[n] += row[n]
+            had[8] = had[8] or row[8]  # the title: the first given, as the rows'
+        for answer in answers:
+            self.answers[answer[0]] = list(answer)
+
+    def moved(self, turn_id: Any, provider: str, model: str) -> None:
+        """A turn of a conversation started within took its provenance."""
+        self.answers[turn_id][2:4] = [provider, model]
+        for (turn, _), row in self.uses.items():
+            if turn == turn_id:
+                row[3:5] = [provider, model]
+
+
+def gathering(connection: Any) -> _Gathered | None:
+    """Inside ``gathered``: what it holds for ``connection``."""
+    found = _GATHERED.get()
+    return None if found is None else found.setdefault(connection.alias, _Gathered())
 
 
 # Inside ``gathered``: what the writes did to the roll-up, by connection alias.
@@ -262,10 +302,10 @@ def gathered() -> Iterator[None]:
         _GATHERED.reset(token)
     for alias, into in found.items():
         if into.uses or into.answers:
-            into.difference.add(EMPTY, part(into.uses, into.answers))
+            into.difference.add(EMPTY, part(into.uses.values(), into.answers.values()))
         connection = connections[alias]
         with connection.cursor() as cursor:
-            into.difference.write(cursor, connection)
+            into.difference.write(cursor, connection, journal=journal(connection))
 
 
 def _difference(cursor: Any, connection: Any, before: Part, after: Part) -> None:
@@ -295,9 +335,7 @@ def add_fresh(cursor: Any, connection: Any, uses: list[tuple[Any, ...]],
     if found is None:
         write(cursor, connection, EMPTY, part(uses, answers))
         return
-    into = found.setdefault(connection.alias, _Gathered())
-    into.uses.extend(uses)
-    into.answers.extend(answers)
+    found.setdefault(connection.alias, _Gathered()).add(uses, answers)
 
 
 class Change:
@@ -388,6 +426,63 @@ def _upsert_sql(alias: str, count: int) -> str:
             f"{q('title')} = {greatest}({tally}.{q('title')}, excluded.{q('title')})")
 
 
+def journal(connection: Any) -> bool:
+    """Whether a transaction of many writes leaves its difference in ``SourceTallyDelta``:
+    on PostgreSQL, where recordings commit side by side (SQLite has one writer: the cells
+    themselves cost no waiting there)."""
+    return bool(connection.vendor == "postgresql" or JOURNAL)
+
+
+JOURNAL = False  # tests: the journal on SQLite too
+
+
+@lru_cache(maxsize=16)
+def _journal_sql(alias: str, count: int) -> str:
+    q, t = connections[alias].ops.quote_name, _tables(alias)
+    columns = [*_KEY, "site", "host", "label", "title", *SUMS, "first_seen", "last_seen",
+               "left"]
+    values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * count)
+    return f"INSERT INTO {t['delta']} ({', '.join(q(c) for c in columns)}) VALUES {values}"
+
+
+def fold(using: str | None = None) -> None:
+    """The differences left in ``SourceTallyDelta`` added to the cells, in one transaction
+    (each row taken once: two folds at once share them out). Readers of the cells call it
+    first; it costs a query when there is nothing to fold."""
+    from django.db import transaction
+
+    using = using or router.db_for_write(SourceTally)
+    if not SourceTallyDelta.objects.using(using).exists():
+        return
+    connection = connections[using]
+    q, t = connection.ops.quote_name, _tables(using)
+    columns = [*_KEY, "site", "host", "label", "title", *SUMS, "first_seen", "last_seen",
+               "left"]
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {t['delta']} RETURNING "
+                       f"{', '.join(q(c) for c in columns)}")
+        taken = cursor.fetchall()
+        if not taken:
+            return
+        difference = _Difference()
+        for group, owner, name, day, provider, model, site, host, label, title, *rest in taken:
+            sums, first, last, left = rest[:len(SUMS)], rest[-3], rest[-2], rest[-1]
+            if isinstance(day, str):
+                day = dt.date.fromisoformat(day)
+            key = (group, owner, name, day, provider, model)
+            into = difference.cells.get(key)
+            if into is None:
+                into = difference.cells[key] = _Cell(site, host, label, _when(first))
+                into.last, into.title = _when(last), title
+            else:
+                into.first = min(into.first, _when(first))
+                into.last, into.title = max(into.last, _when(last)), max(into.title, title)
+            into.sums = [a + b for a, b in zip(into.sums, sums, strict=True)]
+            if left:
+                difference.left[key] = site
+        difference.write(cursor, connection)
+
+
 @lru_cache(maxsize=4)
 def _spread_sql(alias: str) -> tuple[str, str]:
     q, t = connections[alias].ops.quote_name, _tables(alias)
@@ -442,11 +537,14 @@ def changing(conversation_id: Any) -> Iterator[None]:
         change.apply(cursor)
 
 
-def rebuild(using: str | None = None, batch: int = 1000) -> int:
-    """The whole roll-up again from the SourceUse rows; returns how many cells."""
+def rebuild(using: str | None = None, batch: int = 1000, *, journal: bool = True) -> int:
+    """The whole roll-up again from the SourceUse rows; returns how many cells. ``journal``:
+    its table is there to empty (migration 0029 runs before 0030 makes it)."""
     using = using or router.db_for_write(SourceTally)
     connection = connections[using]
     SourceTally.objects.using(using).all().delete()
+    if journal:
+        SourceTallyDelta.objects.using(using).all().delete()
     SourceSpread.objects.using(using).all().delete()
     ids = list(Conversation.objects.using(using).order_by("pk").values_list("pk", flat=True))
     with connection.cursor() as cursor:

@@ -280,7 +280,7 @@ class Rows:
                 cursor.executemany(sql, rows)
         # The admin's search of sources indexes them by trigger: few statements, not one a row.
         search.insert_indexed(cursor, tables.attribution_sql, self.attributions)
-        self.sources.owner = self.owner_id
+        self.sources.owner, self.sources.conversation = self.owner_id, self.conversation_id
         source_index.write(cursor, self.connection, self.sources)
         warming.queue(self.finished, connection=self.connection)
 

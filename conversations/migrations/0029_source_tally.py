@@ -9,7 +9,7 @@ def fill(apps, schema_editor):
     """The roll-up from the rows already kept (the Sources tables read it from now on)."""
     from conversations import source_tally
 
-    source_tally.rebuild(schema_editor.connection.alias)
+    source_tally.rebuild(schema_editor.connection.alias, journal=False)
 
 
 class Migration(migrations.Migration):

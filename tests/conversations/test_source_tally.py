@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 
 from conversations import source_report, source_tally, store
-from conversations.models import Conversation, Event, SourceSpread, SourceTally
+from conversations.models import Conversation, Event, SourceSpread, SourceTally, SourceTallyDelta
 from conversations.source_report import Filters
 from streams.bodies import ActivityBody
 from streams.builder import AttributionRecord, EventRecord
@@ -42,6 +43,7 @@ def _conversation(owner: User, *turns: store.NewTurn) -> Conversation:
 
 
 def _kept() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    source_tally.fold()
     cells = sorted(SourceTally.objects.values_list(
         "group", "owner", "name", "day", "provider", "model", "site", "host", "label", "title",
         *source_tally.SUMS, "first_seen", "last_seen"))
@@ -162,3 +164,37 @@ def test_rebuild_sources_makes_the_same_rows_and_roll_up_again(alice, bob):
     call_command("rebuild_sources", stdout=out)
     assert _kept() == kept
     assert "roll-up cells" in out.getvalue() and f" {len(kept[0])} roll-up" in out.getvalue()
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["cells", "journal"])
+def test_a_recording_in_one_transaction_keeps_the_roll_up_a_fresh_one_would_be(
+        alice, bob, journal, monkeypatch):
+    """As the capture log's recorder writes: a conversation started, its turns opened, the
+    served model set before the events, the events in two writes (a search sent again), all
+    in one transaction whose rows are gathered, not read back; and beside it a conversation
+    started before, written the same way."""
+    monkeypatch.setattr(source_tally, "JOURNAL", journal)  # PostgreSQL's way, on SQLite too
+    _, one_day, _ = _store(alice, bob)
+    with store.all_or_nothing():
+        for conversation, early in ((store.create_conversation(owner=alice), True),
+                                    (store.create_conversation(owner=alice), False),
+                                    (one_day, True)):
+            ((turn, _),) = store.open_turns(conversation, [
+                store.NewTurn("agent", [], status="streaming")])
+            if early:  # as a recording: the served model known before the events
+                store.set_provenance(turn, "anthropic", "claude-x", indexed=False)
+            records = _answer(["https://a.example.com/1"], ["https://late.example/"],
+                              when=DAY2).records
+            store.append_events(turn, records)
+            if not early:  # as a live turn: after its first events
+                store.set_provenance(turn, "anthropic", "claude-x")
+            store.append_events(turn, [*records[:1], *_answer(
+                ["https://late.example/"], when=DAY2).records[1:]])
+    assert SourceTallyDelta.objects.exists() == source_tally.journal(connection)
+    profiles = {(p["provider"], p["model"]): p for p in source_report.models(alice, Filters())}
+    assert not SourceTallyDelta.objects.exists()  # the read folded the journal in first
+    kept = _kept()
+    # the store's one and one for each new turn, though each was sent twice
+    assert profiles[("anthropic", "claude-x")]["searches"] == 4
+    source_tally.rebuild()
+    assert _kept() == kept

@@ -309,10 +309,8 @@ def test_recording_an_exchange_is_one_transaction_of_a_few_dozen_statements(log_
     """Recording is what catches up after load: each statement is a round trip and a share
     of one process's interpreter. One transaction, no savepoint inside it, no statement a row,
     nothing read back that the transaction wrote (on PostgreSQL 78 statements before this was
-    measured, 32 then; the Sources roll-up adds 6: the turn's answer read before its
-    provenance, its rows and answer read before its events, its rows after, and at the
-    transaction's end one upsert of every cell it changed and the delete of the one the
-    provenance emptied)."""
+    measured, 32 then; the Sources roll-up adds 1: at the transaction's end, its difference
+    to the cells in one statement, made from its own writes, nothing read back)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -324,7 +322,7 @@ def test_recording_an_exchange_is_one_transaction_of_a_few_dozen_statements(log_
     assert turn is not None and turn.status == "complete"
     statements = [q["sql"] for q in ran.captured_queries]
     assert not [s for s in statements if "SAVEPOINT" in s.upper()]
-    assert len(statements) <= 38, "\n".join(statements)
+    assert len(statements) <= 34, "\n".join(statements)
     # The served model, known before the events are written, is on their Sources rows.
     from conversations.models import SearchUse, SourceUse
 
