@@ -11,6 +11,11 @@ rows, and ``apply`` reads the part again and writes the difference, in a few sta
 Sums only grow while a turn streams; a cell's first and last seen and its title are read
 again from the rows only when rows left it (an owner changed, a conversation deleted, a
 turn's provenance set after its rows).
+
+Inside a transaction of many writes (``gathered``: a bulk ingest's batch, a recording) the
+differences are summed and written at its end, and the writes to a conversation it started
+read nothing back: its rows are made from the writes. On PostgreSQL that sum goes into
+``SourceTallyDelta`` rows, which ``fold`` adds to the cells before they are read.
 """
 
 from __future__ import annotations
