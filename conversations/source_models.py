@@ -88,17 +88,9 @@ class SearchUse(models.Model):
 GROUPS = {"domain": "d", "host": "h", "url": "u", "answers": "a"}
 
 
-class SourceTally(models.Model):
-    """A cell of the Sources roll-up: what the turns of one owner's conversations, on one UTC
-    day, served by one provider · model, consulted and cited of one domain, host or URL
-    (``group``; a URL is named by its key's hash, its key in ``label``), or answered (group
-    "a": the citation profiles' answers and searches). Kept by
-    ``conversations.source_tally`` from the ``SourceUse`` rows as the store writes them, so
-    that the Sources tables sum a few cells instead of every row a user sees.
-
-    Every count adds up across cells, but ``conversations``: a conversation counts in the one
-    cell holding all its uses of the name; one whose uses spread over several cells (days,
-    models) has a ``SourceSpread`` row per cell instead, and a table counts those distinct."""
+class _CellColumns(models.Model):
+    """The columns of a roll-up cell (``SourceTally``) and of a difference to one
+    (``SourceTallyDelta``)."""
 
     owner = models.IntegerField()  # the conversation's owner's id; 0: nobody's
     group = models.CharField(max_length=1)
@@ -130,6 +122,22 @@ class SourceTally(models.Model):
     searched = models.IntegerField(default=0)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class SourceTally(_CellColumns):
+    """A cell of the Sources roll-up: what the turns of one owner's conversations, on one UTC
+    day, served by one provider · model, consulted and cited of one domain, host or URL
+    (``group``; a URL is named by its key's hash, its key in ``label``), or answered (group
+    "a": the citation profiles' answers and searches). Kept by
+    ``conversations.source_tally`` from the ``SourceUse`` rows as the store writes them, so
+    that the Sources tables sum a few cells instead of every row a user sees.
+
+    Every count adds up across cells, but ``conversations``: a conversation counts in the one
+    cell holding all its uses of the name; one whose uses spread over several cells (days,
+    models) has a ``SourceSpread`` row per cell instead, and a table counts those distinct."""
 
     class Meta:
         constraints = [
@@ -167,7 +175,7 @@ class SourceSpread(models.Model):
         return f"{self.group} {self.name} in conversation {self.conversation_id}"
 
 
-class SourceTallyDelta(models.Model):
+class SourceTallyDelta(_CellColumns):
     """A difference to ``SourceTally`` cells written by a recording's transaction, to be added
     to them later (``conversations.source_tally.fold``, before any read of them): inserting
     here takes no lock another recording waits on, where adding to the cells, the same few
@@ -175,31 +183,6 @@ class SourceTallyDelta(models.Model):
     it to commit. A row per cell and transaction; ``left``: rows left the cell (its times
     and title read again when folded)."""
 
-    group = models.CharField(max_length=1)
-    owner = models.IntegerField()
-    name = models.CharField(max_length=255)
-    day = models.DateField()
-    provider = models.CharField(max_length=64, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    site = models.CharField(max_length=255, blank=True)
-    host = models.CharField(max_length=255, blank=True)
-    label = models.TextField(blank=True)
-    title = models.TextField(blank=True)
-    cited = models.IntegerField(default=0)
-    consulted = models.IntegerField(default=0)
-    consulted_not_cited = models.IntegerField(default=0)
-    cited_sources = models.IntegerField(default=0)
-    cited_not_consulted = models.IntegerField(default=0)
-    exact = models.IntegerField(default=0)
-    repaired = models.IntegerField(default=0)
-    dropped = models.IntegerField(default=0)
-    no_source = models.IntegerField(default=0)
-    turns = models.IntegerField(default=0)
-    conversations = models.IntegerField(default=0)
-    searches = models.IntegerField(default=0)
-    searched = models.IntegerField(default=0)
-    first_seen = models.DateTimeField()
-    last_seen = models.DateTimeField()
     left = models.BooleanField(default=False)
 
     def __str__(self) -> str:
